@@ -1,0 +1,31 @@
+"""qdqkit: get ONNX models into fast, accurate INT8 on NVIDIA TensorRT, without a GPU.
+
+The public API mirrors the command line; each function takes a model (path or onnx-ir model) and
+options, and returns a typed result object. Imports are lazy so ``import qdqkit`` is cheap.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__version__ = "0.1.0"
+
+# public name -> "module:attribute"
+_API = {
+    "QdqkitError": "qdqkit.core.errors:QdqkitError",
+    "load_model": "qdqkit.core.model_io:load_model",
+    "inspect_model": "qdqkit.inspect:inspect_model",
+}
+
+__all__ = ["__version__", *sorted(_API)]
+
+
+def __getattr__(name: str) -> Any:
+    target = _API.get(name)
+    if target is None:
+        raise AttributeError(f"module 'qdqkit' has no attribute {name!r}")
+    module_name, attr = target.split(":")
+    value = getattr(importlib.import_module(module_name), attr)
+    globals()[name] = value
+    return value

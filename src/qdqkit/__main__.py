@@ -1,0 +1,5 @@
+import sys
+
+from qdqkit.cli import main
+
+sys.exit(main())

@@ -1,0 +1,50 @@
+"""The ``qdqkit`` command line: parse arguments, call one API function, render its result.
+
+Each command lives in its own ``*_cmd`` module with a ``register(subparsers)`` function; the heavy
+imports (onnx, onnxruntime) happen inside the command, so ``qdqkit --help`` stays instant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from qdqkit import __version__
+from qdqkit.core.errors import QdqkitError
+
+# One line per command module; the order is the order ``qdqkit --help`` lists them.
+COMMAND_MODULES = (
+    "qdqkit.cli.inspect_cmd",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="qdqkit",
+        description="Get ONNX models into fast, accurate INT8 on NVIDIA TensorRT, without a GPU.",
+    )
+    parser.add_argument("--version", action="version", version=f"qdqkit {__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for module_name in COMMAND_MODULES:
+        importlib.import_module(module_name).register(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "run", None):
+        parser.print_help(sys.stderr)
+        return 2
+    try:
+        return int(args.run(args) or 0)
+    except QdqkitError as exc:
+        print(f"qdqkit: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("qdqkit: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0

@@ -1,0 +1,77 @@
+"""``qdqkit inspect MODEL [--json]``."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from qdqkit.cli.output import print_json, table
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "inspect",
+        help="show how a model is quantized (Q/DQ style, types, granularity, INT8 share)",
+        description="Show a model's opset, producer, Q/DQ style, quantized types, per-tensor vs "
+        "per-channel scales, zero-point problems and which weighted ops would run INT8.",
+    )
+    parser.add_argument("model", help="the ONNX model")
+    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from qdqkit.inspect import inspect_model
+
+    result = inspect_model(args.model)
+    if args.json:
+        print_json(result)
+        return 0
+    print(render(result))
+    return 0
+
+
+def _counts(title: str, counts: dict[str, int]) -> list[str]:
+    if not counts:
+        return [f"{title}: none"]
+    return [f"{title}:"] + [f"  {name:<36} {n}" for name, n in counts.items()]
+
+
+def render(result: Any) -> str:
+    opsets = ", ".join(f"{d} {v}" for d, v in result.opsets.items())
+    lines = [
+        f"model      {result.path}",
+        f"producer   {result.producer}   (IR {result.ir_version}; opset {opsets})",
+        f"nodes      {result.node_count}: "
+        + ", ".join(f"{op} {n}" for op, n in list(result.op_counts.items())[:12])
+        + (" ..." if len(result.op_counts) > 12 else ""),
+        f"Q/DQ       {result.quantize_count} QuantizeLinear, {result.dequantize_count} DequantizeLinear",
+    ]
+    if not result.is_quantized:
+        lines.append("this model has no Q/DQ nodes (it is a float model)")
+    else:
+        lines += _counts("style", result.styles)
+        lines += _counts("quantized types", result.quant_types)
+        lines += _counts("scales", result.scale_types)
+        lines += _counts("granularity", result.granularity)
+        if result.zero_point_problems:
+            lines.append(f"zero-point problems ({len(result.zero_point_problems)}):")
+            lines += [f"  {p.node} on '{p.tensor}': {p.detail}" for p in result.zero_point_problems]
+        else:
+            lines.append("zero points: all zero (symmetric, as TensorRT requires)")
+        if result.unreadable_qdq:
+            lines.append("Q/DQ with run-time scales: " + ", ".join(result.unreadable_qdq))
+    if result.weighted_ops:
+        rows = [
+            [w.name, w.op_type, "INT8" if w.quantized else "float",
+             "DQ" if w.activation_quantized else "float", w.weight_style, w.weight_granularity,
+             f"{w.macs:,}" if w.macs else "?"]
+            for w in result.weighted_ops
+        ]
+        lines.append("")
+        lines.append(table(rows, ["weighted op", "type", "runs", "activation", "weight", "weight scale", "MACs"]))
+        quantized = sum(1 for w in result.weighted_ops if w.quantized)
+        share = "unknown (no shapes)" if result.int8_mac_share is None else f"{result.int8_mac_share:.1%}"
+        lines.append("")
+        lines.append(f"{quantized}/{len(result.weighted_ops)} weighted ops quantized; INT8 share of MACs: {share}")
+    return "\n".join(lines)

@@ -1,0 +1,100 @@
+"""Atomic, all-or-nothing output.
+
+A command's outputs appear together or not at all: each file is written to a hidden temporary name in
+its destination folder and renamed into place only when every file of the set is complete. On any
+error the temporaries are removed, so a failed run leaves nothing half-written behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from qdqkit.core.errors import OutputError
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return a.exists() and b.exists() and os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+class OutputSet:
+    """Stage several output files and publish them together.
+
+    ``protected`` paths (the command's inputs) may never be overwritten.
+    """
+
+    def __init__(self, protected: tuple[Path, ...] = ()) -> None:
+        self._protected = tuple(Path(p).resolve() for p in protected)
+        self._staged: list[tuple[Path, Path]] = []
+
+    def _check_target(self, target: Path) -> None:
+        resolved = target.resolve()
+        for p in self._protected:
+            if resolved == p or _same_file(resolved, p):
+                raise OutputError(
+                    f"{target}: this output would overwrite the input {p}; "
+                    "choose another output folder"
+                )
+        if any(dest == resolved for _, dest in self._staged):
+            raise OutputError(
+                f"{target}: two outputs of this run have the same path; "
+                "give the inputs different file names"
+            )
+
+    def _temp_for(self, target: Path) -> Path:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+        os.close(fd)
+        return Path(tmp)
+
+    def stage_writer(self, target: Path, write: Callable[[Path], None]) -> None:
+        """Stage ``target`` by calling ``write(temp_path)``."""
+        target = Path(target)
+        self._check_target(target)
+        tmp = self._temp_for(target)
+        self._staged.append((tmp, target.resolve()))
+        write(tmp)
+
+    def stage_bytes(self, target: Path, data: bytes) -> None:
+        self.stage_writer(Path(target), lambda tmp: tmp.write_bytes(data))
+
+    def stage_text(self, target: Path, text: str) -> None:
+        self.stage_bytes(Path(target), text.encode("utf-8"))
+
+    def commit(self) -> list[Path]:
+        published = []
+        for tmp, dest in self._staged:
+            os.replace(tmp, dest)
+            published.append(dest)
+        self._staged.clear()
+        return published
+
+    def discard(self) -> None:
+        for tmp, _ in self._staged:
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+        self._staged.clear()
+
+
+@contextlib.contextmanager
+def output_set(protected: tuple[Path, ...] = ()) -> Iterator[OutputSet]:
+    """Context manager: publish all staged files on success, remove them all on error."""
+    outputs = OutputSet(protected)
+    try:
+        yield outputs
+    except BaseException:
+        outputs.discard()
+        raise
+    outputs.commit()
+
+
+def write_text_atomic(path: Path, text: str, protected: tuple[Path, ...] = ()) -> Path:
+    with output_set(protected) as out:
+        out.stage_text(Path(path), text)
+    return Path(path).resolve()

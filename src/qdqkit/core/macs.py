@@ -1,0 +1,59 @@
+"""Multiply-accumulate counts of weighted ops, from inferred shapes.
+
+Symbolic dimensions (a dynamic batch) count as 1, so the figures are per sample; what matters for
+"share of MACs in INT8" is the ratio, which does not depend on the batch.
+"""
+
+from __future__ import annotations
+
+import math
+
+import onnx_ir as ir
+
+from qdqkit.core.errors import QdqkitError
+
+
+def infer_shapes(model: ir.Model) -> None:
+    """Fill value shapes in place with ONNX shape inference (weights are not copied)."""
+    from onnx_ir.passes.common import ShapeInferencePass
+
+    try:
+        ShapeInferencePass()(model)
+    except Exception:  # an unknown custom op or a malformed shape: leave shapes as they are
+        return
+
+
+def _dims(value: ir.Value | None) -> list[int] | None:
+    if value is None or value.shape is None:
+        return None
+    return [d if isinstance(d, int) and d > 0 else 1 for d in value.shape]
+
+
+def _prod(values: list[int]) -> int:
+    return math.prod(values) if values else 1
+
+
+def macs_of(node: ir.Node, weight_shape: tuple[int, ...] | None = None) -> int | None:
+    """MACs of one Conv/ConvTranspose/Gemm/MatMul, or None when shapes are unknown."""
+    try:
+        if node.op_type == "Conv":
+            out = _dims(node.outputs[0])
+            w = list(weight_shape) if weight_shape else _dims(node.inputs[1])
+            return _prod(out) * _prod(w[1:]) if out and w else None
+        if node.op_type == "ConvTranspose":
+            x = _dims(node.inputs[0])
+            w = list(weight_shape) if weight_shape else _dims(node.inputs[1])
+            return _prod(x) * _prod(w[1:]) if x and w else None
+        if node.op_type in ("Gemm", "MatMul"):
+            out = _dims(node.outputs[0])
+            a = _dims(node.inputs[0])
+            if not out or not a:
+                return None
+            trans_a = node.op_type == "Gemm" and node.attributes.get("transA") is not None and (
+                node.attributes["transA"].as_int() == 1
+            )
+            k = a[0] if trans_a and len(a) == 2 else a[-1]
+            return _prod(out) * k
+    except (IndexError, TypeError) as exc:
+        raise QdqkitError(f"cannot count MACs of node '{node.name}': {exc}") from None
+    return None

@@ -1,0 +1,136 @@
+"""Loading and saving ONNX models, with the checks that keep bad or hostile files out.
+
+Models load into onnx-ir (use-def links, lazily read external data). Before anything else looks at a
+model, ``load_model`` makes sure the file parses, has a graph, and that every external-data reference
+stays inside the model's own folder and fits in its file: a relative path such as ``../../etc/passwd``
+is how a malicious model would read other files.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import onnx
+import onnx_ir as ir
+from google.protobuf.message import DecodeError
+
+from qdqkit.core.atomic import OutputSet
+from qdqkit.core.errors import ModelLoadError
+
+# Above this, protobuf cannot hold the model in one message; weights go to a side file.
+_PROTOBUF_LIMIT_BYTES = 2_000_000_000 - 64 * 1024 * 1024
+
+
+def load_model(path: str | os.PathLike[str]) -> ir.Model:
+    """Load ``path`` as an onnx-ir model, or raise ``ModelLoadError`` saying what is wrong."""
+    model_path = Path(path)
+    if not model_path.exists():
+        raise ModelLoadError(f"{model_path}: no such file")
+    if model_path.is_dir():
+        raise ModelLoadError(f"{model_path}: is a folder; give the path of an .onnx file")
+    if model_path.stat().st_size == 0:
+        raise ModelLoadError(f"{model_path}: the file is empty")
+    try:
+        model = ir.load(model_path)
+    except (DecodeError, ValueError, RuntimeError, OSError) as exc:
+        raise ModelLoadError(
+            f"{model_path}: not a readable ONNX model (truncated, corrupt or another format): "
+            f"{_first_line(exc)}"
+        ) from None
+    except Exception as exc:
+        raise ModelLoadError(
+            f"{model_path}: could not be parsed as an ONNX model: {_first_line(exc)}"
+        ) from None
+    _check_graph(model, model_path)
+    check_external_data(model, model_path)
+    return model
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    return text.splitlines()[0][:300]
+
+
+def _check_graph(model: ir.Model, model_path: Path) -> None:
+    if len(model.graph) == 0:
+        raise ModelLoadError(
+            f"{model_path}: the model has no nodes (truncated, or not an ONNX model)"
+        )
+    if "" not in model.opset_imports and "ai.onnx" not in model.opset_imports:
+        raise ModelLoadError(f"{model_path}: the model imports no default ONNX opset")
+
+
+def _external_tensors(model: ir.Model) -> list[ir.ExternalTensor]:
+    found: list[ir.ExternalTensor] = []
+    for graph in (model.graph, *model.graph.subgraphs()):
+        for value in graph.initializers.values():
+            if isinstance(value.const_value, ir.ExternalTensor):
+                found.append(value.const_value)
+        for node in graph:
+            for attr in node.attributes.values():
+                if attr.type == ir.AttributeType.TENSOR and isinstance(
+                    attr.value, ir.ExternalTensor
+                ):
+                    found.append(attr.value)
+    return found
+
+
+def check_external_data(model: ir.Model, model_path: Path) -> None:
+    """Refuse external data that escapes the model's folder, is missing, or is too short."""
+    folder = model_path.resolve().parent
+    sizes: dict[Path, int] = {}
+    for tensor in _external_tensors(model):
+        location = Path(tensor.location)
+        where = f"{model_path}: tensor '{tensor.name}' keeps its data in '{tensor.location}'"
+        if location.is_absolute():
+            raise ModelLoadError(f"{where}, an absolute path; external data must sit beside the model")
+        data_path = (folder / location).resolve()
+        if folder not in data_path.parents:
+            raise ModelLoadError(
+                f"{where}, outside the model's folder; refusing to read it "
+                "(move the data file beside the model)"
+            )
+        if data_path not in sizes:
+            if not data_path.is_file():
+                raise ModelLoadError(
+                    f"{where}, which is missing; copy the data file beside the model"
+                )
+            sizes[data_path] = data_path.stat().st_size
+        end = (tensor.offset or 0) + (tensor.length if tensor.length is not None else 0)
+        if end > sizes[data_path]:
+            raise ModelLoadError(
+                f"{where} at bytes up to {end}, but that file has only {sizes[data_path]} bytes "
+                "(truncated data file)"
+            )
+
+
+def model_size_bytes(model: ir.Model) -> int:
+    return sum(
+        v.const_value.nbytes for v in model.graph.initializers.values() if v.const_value is not None
+    )
+
+
+def stage_model(outputs: OutputSet, model: ir.Model, target: Path) -> None:
+    """Stage ``model`` to be written at ``target`` as part of an atomic output set.
+
+    Models too large for one protobuf message keep their weights in ``<target>.data`` beside it.
+    """
+    target = Path(target)
+    if model_size_bytes(model) < _PROTOBUF_LIMIT_BYTES:
+        outputs.stage_writer(target, lambda tmp: ir.save(model, tmp))
+        return
+    data_name = target.name + ".data"
+
+    def write(tmp: Path) -> None:
+        # ir.save writes the data file under the given name beside tmp; stage it too.
+        ir.save(model, tmp, external_data=data_name)
+
+    outputs.stage_writer(target, write)
+    data_path = target.with_name(data_name)
+    staged_data = data_path.with_name(data_name)
+    outputs.stage_writer(data_path, lambda tmp: os.replace(staged_data, tmp))
+
+
+def to_onnx_proto(model: ir.Model) -> onnx.ModelProto:
+    return ir.serde.serialize_model(model)

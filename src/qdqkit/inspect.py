@@ -1,0 +1,206 @@
+"""``qdqkit inspect``: what a model's quantization looks like, in one read.
+
+Reports the opset and producer, node counts, the Q/DQ spelling the producer used, quantized types,
+per-tensor vs per-channel granularity, zero-point problems, and for every weighted op whether both
+its activation and its weight arrive through DQ (so TensorRT can run it INT8), with the share of
+multiply-accumulates that would run INT8.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from dataclasses import dataclass, field
+
+import onnx_ir as ir
+
+from qdqkit.core.constants import constant_source
+from qdqkit.core.macs import infer_shapes, macs_of
+from qdqkit.core.model_io import load_model
+from qdqkit.core.qdq import DqSource, QdqView, QuantParams, dtype_label, is_quantize, node_label
+
+
+@dataclass
+class WeightedOpInfo:
+    name: str
+    op_type: str
+    quantized: bool
+    activation_quantized: bool
+    weight_style: str  # "q-dq", "dq-only", "float", "computed"
+    weight_granularity: str  # "per-channel(axis=0)", "per-tensor", "-"
+    macs: int | None
+
+
+@dataclass
+class ZeroPointProblem:
+    node: str
+    tensor: str
+    detail: str
+
+
+@dataclass
+class InspectResult:
+    path: str
+    ir_version: int
+    opsets: dict[str, int]
+    producer: str
+    node_count: int
+    op_counts: dict[str, int]
+    quantize_count: int
+    dequantize_count: int
+    styles: dict[str, int]
+    quant_types: dict[str, int]
+    scale_types: dict[str, int]
+    granularity: dict[str, int]
+    zero_point_problems: list[ZeroPointProblem]
+    unreadable_qdq: list[str]
+    weighted_ops: list[WeightedOpInfo] = field(default_factory=list)
+    int8_mac_share: float | None = None
+    total_macs: int | None = None
+
+    @property
+    def is_quantized(self) -> bool:
+        return self.quantize_count + self.dequantize_count > 0
+
+
+def _scale_spelling(value: ir.Value | None) -> str:
+    if value is None:
+        return "missing"
+    if value.const_value is not None:
+        return "initializer"
+    producer = value.producer()
+    if producer is None:
+        return "graph input"
+    if producer.op_type == "Constant":
+        return "Constant node"
+    if producer.op_type in ("Identity", "Cast") and constant_source(value) is not None:
+        return f"behind {producer.op_type}"
+    return "computed"
+
+
+def _role(view: QdqView, node: ir.Node, params: QuantParams) -> str:
+    if is_quantize(node):
+        return "weight" if view.is_weight_quantize(node) else "activation"
+    source = view.dq_source(node)
+    if source is DqSource.CONSTANT:
+        return "bias" if params.quant_dtype == ir.DataType.INT32 else "weight"
+    q = view.quantize_of(node)
+    return "weight" if q is not None and view.is_weight_quantize(q) else "activation"
+
+
+def _granularity(view: QdqView, node: ir.Node) -> str:
+    params = view.params(node)
+    if params is None:
+        return "unreadable"
+    if params.blocked:
+        return f"blocked(axis={params.axis},block={params.block_size})"
+    if params.per_channel:
+        return f"per-channel(axis={params.axis})"
+    return "per-tensor"
+
+
+def inspect_model(model_or_path: ir.Model | str | os.PathLike[str]) -> InspectResult:
+    path = "" if isinstance(model_or_path, ir.Model) else os.fspath(model_or_path)
+    model = model_or_path if isinstance(model_or_path, ir.Model) else load_model(model_or_path)
+    graph = model.graph
+    view = QdqView(graph)
+
+    styles: Counter[str] = Counter()
+    quant_types: Counter[str] = Counter()
+    scale_types: Counter[str] = Counter()
+    granularity: Counter[str] = Counter()
+    zp_problems: list[ZeroPointProblem] = []
+
+    for q in view.quantize_nodes:
+        role = "weight" if view.is_weight_quantize(q) else "activation"
+        styles[f"Q on {role}"] += 1
+        if len(q.inputs) < 3 or q.inputs[2] is None:
+            styles["Q without zero point"] += 1
+        dqs = view.dequantizers_of(q)
+        if len(dqs) > 1:
+            styles["Q feeding several DQs"] += 1
+        if q.inputs[0] is not None and q.inputs[0].is_graph_input():
+            styles["Q on a graph input"] += 1
+        producer = q.inputs[0].producer() if q.inputs[0] is not None else None
+        if producer is not None and producer.op_type == "DequantizeLinear":
+            styles["DQ -> Q requantize"] += 1
+    for dq in view.dequantize_nodes:
+        source = view.dq_source(dq)
+        params = view.params(dq)
+        if source is DqSource.CONSTANT:
+            is_bias = params is not None and params.quant_dtype == ir.DataType.INT32
+            styles["int32 bias DQ" if is_bias else "DQ-only integer weight"] += 1
+        elif source is DqSource.GRAPH_INPUT:
+            styles["DQ on a graph input"] += 1
+        elif source is DqSource.OTHER:
+            styles["DQ on a computed integer tensor"] += 1
+    for node in (*view.quantize_nodes, *view.dequantize_nodes):
+        params = view.params(node)
+        scale_types[f"scale as {_scale_spelling(node.inputs[1] if len(node.inputs) > 1 else None)}"] += 1
+        if params is None:
+            continue
+        quant_types[dtype_label(params.quant_dtype)] += 1
+        scale_types[f"{dtype_label(params.scale_dtype)} scales"] += 1
+        role = _role(view, node, params)
+        granularity[f"{role} {_granularity(view, node)}"] += 1
+        if not params.zero_point_is_zero:
+            tensor = node.inputs[0].name if node.inputs[0] is not None else "?"
+            zp_problems.append(
+                ZeroPointProblem(
+                    node_label(node),
+                    tensor or "?",
+                    f"zero point {params.zero_point.reshape(-1)[:4].tolist()} "
+                    f"({dtype_label(params.quant_dtype)}); TensorRT needs symmetric (zero) zero points",
+                )
+            )
+
+    infer_shapes(model)
+    weighted = [_weighted_info(view, node) for node in view.weighted_nodes]
+    total = sum(w.macs for w in weighted if w.macs)
+    int8 = sum(w.macs for w in weighted if w.macs and w.quantized)
+    opsets = {(k or "ai.onnx"): v for k, v in sorted(model.opset_imports.items())}
+    return InspectResult(
+        path=path,
+        ir_version=model.ir_version,
+        opsets=opsets,
+        producer=" ".join(p for p in (model.producer_name, model.producer_version) if p) or "-",
+        node_count=len(graph),
+        op_counts=dict(sorted(Counter(n.op_type for n in graph).items(), key=lambda kv: (-kv[1], kv[0]))),
+        quantize_count=len(view.quantize_nodes),
+        dequantize_count=len(view.dequantize_nodes),
+        styles=dict(sorted(styles.items())),
+        quant_types=dict(sorted(quant_types.items())),
+        scale_types=dict(sorted(scale_types.items())),
+        granularity=dict(sorted(granularity.items())),
+        zero_point_problems=zp_problems,
+        unreadable_qdq=[node_label(n) for n in view.unreadable()],
+        weighted_ops=weighted,
+        int8_mac_share=(int8 / total) if total else None,
+        total_macs=total or None,
+    )
+
+
+def _weighted_info(view: QdqView, node: ir.Node) -> WeightedOpInfo:
+    w_index = view.weight_index(node)
+    ref = view.weight_ref(node, w_index) if w_index is not None else None
+    a_index = view.activation_index(node)
+    act_q = a_index is not None and view.input_is_dequantized(node, a_index)
+    if ref is None:
+        style, gran, w_shape = "computed", "-", None
+    else:
+        style = ref.style
+        gran = "-"
+        if ref.dequantize is not None:
+            gran = _granularity(view, ref.dequantize)
+        w_shape = None if ref.path else ref.source.shape and tuple(
+            d if isinstance(d, int) else 1 for d in ref.source.shape
+        )
+    return WeightedOpInfo(
+        name=node_label(node),
+        op_type=node.op_type,
+        quantized=bool(act_q and ref is not None and ref.quantized),
+        activation_quantized=act_q,
+        weight_style=style,
+        weight_granularity=gran,
+        macs=macs_of(node, w_shape),
+    )
