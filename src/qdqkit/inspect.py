@@ -136,14 +136,16 @@ def inspect_model(model_or_path: ir.Model | str | os.PathLike[str]) -> InspectRe
             styles["DQ on a computed integer tensor"] += 1
     for node in (*view.quantize_nodes, *view.dequantize_nodes):
         params = view.params(node)
-        scale_types[f"scale as {_scale_spelling(node.inputs[1] if len(node.inputs) > 1 else None)}"] += 1
+        scale_types[
+            f"scale as {_scale_spelling(node.inputs[1] if len(node.inputs) > 1 else None)}"
+        ] += 1
         if params is None:
             continue
         quant_types[dtype_label(params.quant_dtype)] += 1
         scale_types[f"{dtype_label(params.scale_dtype)} scales"] += 1
         role = _role(view, node, params)
         granularity[f"{role} {_granularity(view, node)}"] += 1
-        if not params.zero_point_is_zero:
+        if params.zero_point is not None and not params.zero_point_is_zero:
             tensor = node.inputs[0].name if node.inputs[0] is not None else "?"
             zp_problems.append(
                 ZeroPointProblem(
@@ -165,7 +167,9 @@ def inspect_model(model_or_path: ir.Model | str | os.PathLike[str]) -> InspectRe
         opsets=opsets,
         producer=" ".join(p for p in (model.producer_name, model.producer_version) if p) or "-",
         node_count=len(graph),
-        op_counts=dict(sorted(Counter(n.op_type for n in graph).items(), key=lambda kv: (-kv[1], kv[0]))),
+        op_counts=dict(
+            sorted(Counter(n.op_type for n in graph).items(), key=lambda kv: (-kv[1], kv[0]))
+        ),
         quantize_count=len(view.quantize_nodes),
         dequantize_count=len(view.dequantize_nodes),
         styles=dict(sorted(styles.items())),
@@ -186,15 +190,16 @@ def _weighted_info(view: QdqView, node: ir.Node) -> WeightedOpInfo:
     a_index = view.activation_index(node)
     act_q = a_index is not None and view.input_is_dequantized(node, a_index)
     if ref is None:
-        style, gran, w_shape = "computed", "-", None
+        style, gran = "computed", "-"
+        w_shape: tuple[int, ...] | None = None
     else:
         style = ref.style
         gran = "-"
         if ref.dequantize is not None:
             gran = _granularity(view, ref.dequantize)
-        w_shape = None if ref.path else ref.source.shape and tuple(
-            d if isinstance(d, int) else 1 for d in ref.source.shape
-        )
+        w_shape = None
+        if not ref.path and ref.source.shape is not None:
+            w_shape = tuple(d if isinstance(d, int) else 1 for d in ref.source.shape)
     return WeightedOpInfo(
         name=node_label(node),
         op_type=node.op_type,

@@ -63,15 +63,32 @@ def render(result: Any) -> str:
             lines.append("Q/DQ with run-time scales: " + ", ".join(result.unreadable_qdq))
     if result.weighted_ops:
         rows = [
-            [w.name, w.op_type, "INT8" if w.quantized else "float",
-             "DQ" if w.activation_quantized else "float", w.weight_style, w.weight_granularity,
-             f"{w.macs:,}" if w.macs else "?"]
+            [
+                w.name,
+                w.op_type,
+                "INT8" if w.quantized else "float",
+                "DQ" if w.activation_quantized else "float",
+                w.weight_style,
+                w.weight_granularity,
+                f"{w.macs:,}" if w.macs else "?",
+            ]
             for w in result.weighted_ops
         ]
         lines.append("")
-        lines.append(table(rows, ["weighted op", "type", "runs", "activation", "weight", "weight scale", "MACs"]))
+        lines.append(
+            table(
+                rows,
+                ["weighted op", "type", "runs", "activation", "weight", "weight scale", "MACs"],
+            )
+        )
         quantized = sum(1 for w in result.weighted_ops if w.quantized)
-        share = "unknown (no shapes)" if result.int8_mac_share is None else f"{result.int8_mac_share:.1%}"
+        share = (
+            "unknown (no shapes)"
+            if result.int8_mac_share is None
+            else f"{result.int8_mac_share:.1%}"
+        )
         lines.append("")
-        lines.append(f"{quantized}/{len(result.weighted_ops)} weighted ops quantized; INT8 share of MACs: {share}")
+        lines.append(
+            f"{quantized}/{len(result.weighted_ops)} weighted ops quantized; INT8 share of MACs: {share}"
+        )
     return "\n".join(lines)

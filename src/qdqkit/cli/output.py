@@ -49,7 +49,7 @@ def table(rows: Sequence[Sequence[object]], header: Sequence[str] | None = None)
     widths = [max(len(r[i]) for r in all_rows if i < len(r)) for i in range(len(all_rows[0]))]
     lines = []
     for n, row in enumerate(all_rows):
-        lines.append("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
+        lines.append("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=False)).rstrip())
         if header and n == 0:
             lines.append("  ".join("-" * w for w in widths))
     return "\n".join(lines)

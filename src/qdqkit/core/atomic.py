@@ -62,7 +62,10 @@ class OutputSet:
         write(tmp)
 
     def stage_bytes(self, target: Path, data: bytes) -> None:
-        self.stage_writer(Path(target), lambda tmp: tmp.write_bytes(data))
+        def write(tmp: Path) -> None:
+            tmp.write_bytes(data)
+
+        self.stage_writer(Path(target), write)
 
     def stage_text(self, target: Path, text: str) -> None:
         self.stage_bytes(Path(target), text.encode("utf-8"))

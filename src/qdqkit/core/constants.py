@@ -21,7 +21,11 @@ def constant_array(value: ir.Value | None) -> np.ndarray | None:
         if value.const_value is not None:
             return _to_numpy(value.const_value)
         node = value.producer()
-        if node is None or node.domain not in ("", "ai.onnx") or node.op_type not in _PASS_THROUGH_OPS:
+        if (
+            node is None
+            or node.domain not in ("", "ai.onnx")
+            or node.op_type not in _PASS_THROUGH_OPS
+        ):
             return None
         if node.op_type == "Constant":
             return _constant_node_value(node)
@@ -47,7 +51,11 @@ def constant_source(value: ir.Value | None) -> ir.Value | None:
         if value.const_value is not None:
             return value
         node = value.producer()
-        if node is None or node.domain not in ("", "ai.onnx") or node.op_type not in _PASS_THROUGH_OPS:
+        if (
+            node is None
+            or node.domain not in ("", "ai.onnx")
+            or node.op_type not in _PASS_THROUGH_OPS
+        ):
             return None
         if node.op_type == "Constant":
             return value

@@ -6,6 +6,7 @@ Symbolic dimensions (a dynamic batch) count as 1, so the figures are per sample;
 
 from __future__ import annotations
 
+import logging
 import math
 
 import onnx_ir as ir
@@ -15,12 +16,35 @@ from qdqkit.core.errors import QdqkitError
 
 def infer_shapes(model: ir.Model) -> None:
     """Fill value shapes in place with ONNX shape inference (weights are not copied)."""
+    if _run_shape_inference(model):
+        return
+    # Exporters sometimes store value shapes that contradict the ops (a rank-0 output of a Sum);
+    # onnx then refuses the whole graph. Drop the stored intermediate shapes and infer afresh.
+    for node in model.graph:
+        for value in node.outputs:
+            value.shape = None
+    _run_shape_inference(model)
+
+
+def _run_shape_inference(model: ir.Model) -> bool:
+    """True when inference gave every weighted op's output a shape."""
     from onnx_ir.passes.common import ShapeInferencePass
 
+    # The pass logs (rather than raises) onnx's inference errors; keep them off the user's screen.
+    logger = logging.getLogger("onnx_ir.passes.common.shape_inference")
+    previous = logger.level
+    logger.setLevel(logging.CRITICAL + 1)
     try:
         ShapeInferencePass()(model)
-    except Exception:  # an unknown custom op or a malformed shape: leave shapes as they are
-        return
+    except Exception:
+        return False
+    finally:
+        logger.setLevel(previous)
+    return all(
+        node.outputs[0].shape is not None
+        for node in model.graph
+        if node.op_type in ("Conv", "ConvTranspose", "Gemm", "MatMul")
+    )
 
 
 def _dims(value: ir.Value | None) -> list[int] | None:
@@ -49,8 +73,10 @@ def macs_of(node: ir.Node, weight_shape: tuple[int, ...] | None = None) -> int |
             a = _dims(node.inputs[0])
             if not out or not a:
                 return None
-            trans_a = node.op_type == "Gemm" and node.attributes.get("transA") is not None and (
-                node.attributes["transA"].as_int() == 1
+            trans_a = (
+                node.op_type == "Gemm"
+                and node.attributes.get("transA") is not None
+                and (node.attributes["transA"].as_int() == 1)
             )
             k = a[0] if trans_a and len(a) == 2 else a[-1]
             return _prod(out) * k

@@ -84,7 +84,9 @@ def check_external_data(model: ir.Model, model_path: Path) -> None:
         location = Path(tensor.location)
         where = f"{model_path}: tensor '{tensor.name}' keeps its data in '{tensor.location}'"
         if location.is_absolute():
-            raise ModelLoadError(f"{where}, an absolute path; external data must sit beside the model")
+            raise ModelLoadError(
+                f"{where}, an absolute path; external data must sit beside the model"
+            )
         data_path = (folder / location).resolve()
         if folder not in data_path.parents:
             raise ModelLoadError(

@@ -12,6 +12,7 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx_ir as ir
@@ -41,7 +42,7 @@ def _model_bytes(model: ir.Model) -> bytes:
     return ir.serde.serialize_model(model).SerializeToString()
 
 
-def make_session(model: ir.Model | str | os.PathLike[str], *, threads: int = 0):  # type: ignore[no-untyped-def]
+def make_session(model: ir.Model | str | os.PathLike[str], *, threads: int = 0) -> Any:
     """An onnxruntime CPU session with every graph optimization disabled."""
     import onnxruntime as ort
 
@@ -60,7 +61,7 @@ def make_session(model: ir.Model | str | os.PathLike[str], *, threads: int = 0):
         raise QdqkitError(f"onnxruntime cannot run the model: {first[:400]}") from None
 
 
-def input_specs(session, default_dim: int = 1) -> list[InputSpec]:  # type: ignore[no-untyped-def]
+def input_specs(session: Any, default_dim: int = 1) -> list[InputSpec]:
     """The session's inputs with symbolic dimensions replaced by ``default_dim``."""
     specs = []
     for arg in session.get_inputs():
@@ -84,7 +85,9 @@ def random_feeds(specs: Sequence[InputSpec], seed: int = 0) -> dict[str, np.ndar
     return feeds
 
 
-def load_feeds(path: str | os.PathLike[str], specs: Sequence[InputSpec]) -> list[dict[str, np.ndarray]]:
+def load_feeds(
+    path: str | os.PathLike[str], specs: Sequence[InputSpec]
+) -> list[dict[str, np.ndarray]]:
     """Read inputs from an .npz: one array per input name (optionally a leading sample axis)."""
     file = Path(path)
     if not file.is_file():
@@ -114,14 +117,16 @@ def load_feeds(path: str | os.PathLike[str], specs: Sequence[InputSpec]) -> list
     return samples
 
 
-def run(session, feeds: Mapping[str, np.ndarray], outputs: Sequence[str] | None = None) -> dict[str, np.ndarray]:  # type: ignore[no-untyped-def]
+def run(
+    session: Any, feeds: Mapping[str, np.ndarray], outputs: Sequence[str] | None = None
+) -> dict[str, np.ndarray]:
     names = list(outputs) if outputs is not None else [o.name for o in session.get_outputs()]
     try:
         values = session.run(names, dict(feeds))
     except Exception as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise QdqkitError(f"onnxruntime failed while running the model: {first[:400]}") from None
-    return dict(zip(names, values))
+    return dict(zip(names, values, strict=True))
 
 
 @dataclass(frozen=True)
@@ -140,7 +145,6 @@ class ErrorAccumulator:
     """Streaming SNR/cosine/max-abs over many samples, without keeping them."""
 
     def __init__(self) -> None:
-        self.signal = 0.0
         self.noise = 0.0
         self.dot = 0.0
         self.ref_sq = 0.0
@@ -153,7 +157,6 @@ class ErrorAccumulator:
         if ref.shape != tst.shape:
             raise QdqkitError(f"outputs differ in size ({ref.size} vs {tst.size} elements)")
         diff = ref - tst
-        self.signal += float(ref @ ref)
         self.noise += float(diff @ diff)
         self.dot += float(ref @ tst)
         self.ref_sq += float(ref @ ref)
@@ -164,15 +167,14 @@ class ErrorAccumulator:
     def result(self) -> ErrorMetrics:
         if self.noise == 0.0:
             snr = float("inf")
-        elif self.signal == 0.0:
+        elif self.ref_sq == 0.0:
             snr = float("-inf")
         else:
-            snr = 10.0 * float(np.log10(self.signal / self.noise))
-        denom = np.sqrt(self.ref_sq) * np.sqrt(self.test_sq)
-        if denom == 0.0:
-            cosine = 1.0 if self.ref_sq == self.test_sq else 0.0
-        else:
-            cosine = float(self.dot / denom)
+            snr = 10.0 * float(np.log10(self.ref_sq / self.noise))
+        denom = float(np.sqrt(self.ref_sq) * np.sqrt(self.test_sq))
+        # Two all-zero tensors agree perfectly; one all-zero tensor has no direction to compare.
+        both_zero = self.ref_sq == self.test_sq == 0.0
+        cosine = (1.0 if both_zero else 0.0) if denom == 0.0 else self.dot / denom
         return ErrorMetrics(snr_db=snr, cosine=cosine, max_abs=self.max_abs)
 
 

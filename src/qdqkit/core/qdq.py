@@ -289,8 +289,9 @@ class QdqView:
         path: list[ir.Node] = []
         while value is not None and len(path) < 8:
             producer = value.producer()
-            if constant_source(value) is not None and (producer is None or producer.op_type in (
-                "Constant", "Identity", "Cast")):
+            if constant_source(value) is not None and (
+                producer is None or producer.op_type in ("Constant", "Identity", "Cast")
+            ):
                 return WeightRef(node, index, None, None, value, tuple(reversed(path)), None)
             if producer is None:
                 return None

@@ -13,6 +13,7 @@ tensor's max |x| (as a max calibrator would) and inserts Q/DQ in the chosen prod
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import onnx
@@ -51,7 +52,7 @@ class NetBuilder:
         self.initializers.append(numpy_helper.from_array(np.asarray(array), name))
         return name
 
-    def node(self, op: str, inputs: list[str], name: str | None = None, **attrs: object) -> str:
+    def node(self, op: str, inputs: list[str], name: str | None = None, **attrs: Any) -> str:
         name = name or self._name(op.lower())
         out = f"{name}_out"
         self.nodes.append(helper.make_node(op, inputs, [out], name=name, **attrs))
@@ -79,17 +80,26 @@ class NetBuilder:
     ) -> str:
         name = name or self._name("conv")
         fan_in = cin // group * k * k
-        w = self.rng.normal(0, np.sqrt(2.0 / fan_in), size=(cout, cin // group, k, k)).astype(np.float32)
+        w = self.rng.normal(0, np.sqrt(2.0 / fan_in), size=(cout, cin // group, k, k)).astype(
+            np.float32
+        )
         wname = self.const(f"{name}.weight", w)
         self.quantized_weights[wname] = 0
         if quantize_input:
             self.quantize(x)
         inputs = [x, wname]
         if not bn:
-            inputs.append(self.const(f"{name}.bias", self.rng.normal(0, 0.1, cout).astype(np.float32)))
+            inputs.append(
+                self.const(f"{name}.bias", self.rng.normal(0, 0.1, cout).astype(np.float32))
+            )
         y = self.node(
-            "Conv", inputs, name=name, kernel_shape=[k, k], strides=[stride, stride],
-            pads=[k // 2] * 4, group=group,
+            "Conv",
+            inputs,
+            name=name,
+            kernel_shape=[k, k],
+            strides=[stride, stride],
+            pads=[k // 2] * 4,
+            group=group,
         )
         if bn:
             y = self.batchnorm(y, cout, name=f"{name}_bn")
@@ -104,7 +114,9 @@ class NetBuilder:
         var = self.const(f"{name}.var", self.rng.uniform(0.5, 1.5, channels).astype(np.float32))
         return self.node("BatchNormalization", [x, scale, bias, mean, var], name=name, epsilon=1e-5)
 
-    def gemm(self, x: str, cin: int, cout: int, name: str | None = None, quantize_input: bool = True) -> str:
+    def gemm(
+        self, x: str, cin: int, cout: int, name: str | None = None, quantize_input: bool = True
+    ) -> str:
         name = name or self._name("fc")
         w = self.rng.normal(0, np.sqrt(1.0 / cin), size=(cout, cin)).astype(np.float32)
         wname = self.const(f"{name}.weight", w)
@@ -115,14 +127,18 @@ class NetBuilder:
         return self.node("Gemm", [x, wname, b], name=name, transB=1)
 
     def float_model(self) -> onnx.ModelProto:
-        graph = helper.make_graph(self.nodes, self.name, self.inputs, self.outputs, self.initializers)
+        graph = helper.make_graph(
+            self.nodes, self.name, self.inputs, self.outputs, self.initializers
+        )
         model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", self.opset)])
         model.ir_version = 8 if self.opset < 19 else 9
         model.producer_name = "qdqkit-builder"
         return model
 
 
-def measure_amax(model: onnx.ModelProto, tensors: list[str], samples: int = 4, seed: int = 0) -> dict[str, float]:
+def measure_amax(
+    model: onnx.ModelProto, tensors: list[str], samples: int = 4, seed: int = 0
+) -> dict[str, float]:
     """Max |x| of ``tensors`` over seeded inputs, measured by running ``model`` in onnxruntime."""
     import onnxruntime as ort
 
@@ -134,7 +150,9 @@ def measure_amax(model: onnx.ModelProto, tensors: list[str], samples: int = 4, s
             probe.graph.output.append(helper.make_tensor_value_info(t, TensorProto.FLOAT, None))
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    session = ort.InferenceSession(probe.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    session = ort.InferenceSession(
+        probe.SerializeToString(), options, providers=["CPUExecutionProvider"]
+    )
     rng = np.random.default_rng(seed)
     amax = dict.fromkeys(tensors, 0.0)
     for _ in range(samples):
@@ -143,7 +161,7 @@ def measure_amax(model: onnx.ModelProto, tensors: list[str], samples: int = 4, s
             shape = [d if isinstance(d, int) else 1 for d in inp.shape]
             feeds[inp.name] = rng.uniform(-1, 1, size=shape).astype(np.float32)
         values = session.run(tensors, feeds)
-        for t, v in zip(tensors, values):
+        for t, v in zip(tensors, values, strict=True):
             amax[t] = max(amax[t], float(np.max(np.abs(v))))
     return {t: (a if a > 0 else 1.0) for t, a in amax.items()}
 
@@ -161,9 +179,16 @@ def build_qdq(builder: NetBuilder, style: str = "trt", samples: int = 4) -> onnx
     for tensor in builder.quantized_tensors:
         scale = builder.const(f"{tensor}_scale", np.array(amax[tensor] / 127.0, dtype=scale_dtype))
         q_inputs = [tensor, scale, builder.const(f"{tensor}_zp", np.array(0, dtype=np.int8))]
-        new_nodes.append(helper.make_node("QuantizeLinear", q_inputs, [f"{tensor}_q"], name=f"{tensor}_Q"))
         new_nodes.append(
-            helper.make_node("DequantizeLinear", [f"{tensor}_q", *q_inputs[1:]], [f"{tensor}_dq"], name=f"{tensor}_DQ")
+            helper.make_node("QuantizeLinear", q_inputs, [f"{tensor}_q"], name=f"{tensor}_Q")
+        )
+        new_nodes.append(
+            helper.make_node(
+                "DequantizeLinear",
+                [f"{tensor}_q", *q_inputs[1:]],
+                [f"{tensor}_dq"],
+                name=f"{tensor}_DQ",
+            )
         )
         rename[tensor] = f"{tensor}_dq"
 
@@ -173,24 +198,38 @@ def build_qdq(builder: NetBuilder, style: str = "trt", samples: int = 4) -> onnx
         w_scale = (np.where(w_amax > 0, w_amax, 1.0) / 127.0).astype(np.float32)
         zp = np.zeros(w.shape[0], dtype=np.int8)
         if style == "modelopt":
-            q = np.clip(np.rint(w / w_scale.reshape(-1, *([1] * (w.ndim - 1)))), -127, 127).astype(np.int8)
+            q = np.clip(np.rint(w / w_scale.reshape(-1, *([1] * (w.ndim - 1)))), -127, 127).astype(
+                np.int8
+            )
             for i, init in enumerate(builder.initializers):
                 if init.name == wname:
                     builder.initializers[i] = numpy_helper.from_array(q, f"{wname}_quantized")
             s = builder.const(f"{wname}_scale", w_scale.astype(scale_dtype))
             new_nodes.append(
-                helper.make_node("DequantizeLinear", [f"{wname}_quantized", s], [f"{wname}_dq"],
-                                 name=f"{wname}_DQ", axis=axis)
+                helper.make_node(
+                    "DequantizeLinear",
+                    [f"{wname}_quantized", s],
+                    [f"{wname}_dq"],
+                    name=f"{wname}_DQ",
+                    axis=axis,
+                )
             )
         else:
             s = builder.const(f"{wname}_scale", w_scale)
             z = builder.const(f"{wname}_zp", zp)
             new_nodes.append(
-                helper.make_node("QuantizeLinear", [wname, s, z], [f"{wname}_q"], name=f"{wname}_Q", axis=axis)
+                helper.make_node(
+                    "QuantizeLinear", [wname, s, z], [f"{wname}_q"], name=f"{wname}_Q", axis=axis
+                )
             )
             new_nodes.append(
-                helper.make_node("DequantizeLinear", [f"{wname}_q", s, z], [f"{wname}_dq"],
-                                 name=f"{wname}_DQ", axis=axis)
+                helper.make_node(
+                    "DequantizeLinear",
+                    [f"{wname}_q", s, z],
+                    [f"{wname}_dq"],
+                    name=f"{wname}_DQ",
+                    axis=axis,
+                )
             )
         rename[wname] = f"{wname}_dq"
 
@@ -206,7 +245,9 @@ def build_qdq(builder: NetBuilder, style: str = "trt", samples: int = 4) -> onnx
     if style == "modelopt":
         new_nodes, rewired = _to_fp16(builder, new_nodes, rewired)
     opset = 19 if style == "modelopt" else builder.opset
-    out = helper.make_graph(new_nodes + rewired, builder.name, builder.inputs, builder.outputs, builder.initializers)
+    out = helper.make_graph(
+        new_nodes + rewired, builder.name, builder.inputs, builder.outputs, builder.initializers
+    )
     result = helper.make_model(out, opset_imports=[helper.make_opsetid("", opset)])
     result.ir_version = 9 if opset >= 19 else 8
     result.producer_name = "pytorch" if style == "trt" else "modelopt-style"
@@ -225,7 +266,15 @@ def _to_fp16(
             )
     casts = []
     for inp in builder.inputs:
-        casts.append(helper.make_node("Cast", [inp.name], [f"{inp.name}_fp16"], name=f"{inp.name}_cast", to=TensorProto.FLOAT16))
+        casts.append(
+            helper.make_node(
+                "Cast",
+                [inp.name],
+                [f"{inp.name}_fp16"],
+                name=f"{inp.name}_cast",
+                to=TensorProto.FLOAT16,
+            )
+        )
         for node in (*qdq_nodes, *body):
             for j, name in enumerate(node.input):
                 if name == inp.name:
@@ -238,7 +287,15 @@ def _to_fp16(
             for j, name in enumerate(node.input):
                 if name == out.name:
                     node.input[j] = f"{out.name}_fp16"
-        casts.append(helper.make_node("Cast", [f"{out.name}_fp16"], [out.name], name=f"{out.name}_cast", to=TensorProto.FLOAT))
+        casts.append(
+            helper.make_node(
+                "Cast",
+                [f"{out.name}_fp16"],
+                [out.name],
+                name=f"{out.name}_cast",
+                to=TensorProto.FLOAT,
+            )
+        )
     return casts + qdq_nodes, body
 
 
@@ -265,7 +322,9 @@ def _toposort(model: onnx.ModelProto) -> onnx.ModelProto:
     return model
 
 
-def resnet_block(b: NetBuilder, x: str, channels: int, *, quantize_residual: bool = True, name: str = "blk") -> str:
+def resnet_block(
+    b: NetBuilder, x: str, channels: int, *, quantize_residual: bool = True, name: str = "blk"
+) -> str:
     """A basic residual block: conv-bn-relu, conv-bn, + skip, relu."""
     y = b.conv(x, channels, channels, name=f"{name}.conv1")
     y = b.conv(y, channels, channels, relu=False, name=f"{name}.conv2")
@@ -274,7 +333,9 @@ def resnet_block(b: NetBuilder, x: str, channels: int, *, quantize_residual: boo
     return b.node("Relu", [y], name=f"{name}.relu")
 
 
-def demo_network(style: str = "trt", blocks: int = 2, width: int = 16, seed: int = 0) -> onnx.ModelProto:
+def demo_network(
+    style: str = "trt", blocks: int = 2, width: int = 16, seed: int = 0
+) -> onnx.ModelProto:
     """The built-in example: a small QAT-style ResNet (stem, residual blocks, pool, classifier)."""
     b = NetBuilder(name="qdqkit_demo", seed=seed)
     x = b.input("input", [1, 3, 32, 32])

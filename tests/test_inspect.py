@@ -1,0 +1,87 @@
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import onnx
+import pytest
+
+from qdqkit.examples.builder import demo_network
+from qdqkit.inspect import inspect_model
+from tests.builders import qdq_conv_model
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def test_demo_network_is_fully_int8(tmp_path: Path) -> None:
+    path = tmp_path / "demo.onnx"
+    onnx.save(demo_network(), path)
+    result = inspect_model(path)
+    assert result.quantize_count == 12 and result.dequantize_count == 12
+    assert result.styles["Q on weight"] == 6
+    assert result.granularity == {"activation per-tensor": 12, "weight per-channel(axis=0)": 12}
+    assert all(w.quantized for w in result.weighted_ops)
+    assert result.int8_mac_share == 1.0
+    # MACs of the stem: 16 output channels * 32*32 positions * 3*3*3 taps.
+    assert result.weighted_ops[0].macs == 16 * 32 * 32 * 27
+
+
+def test_modelopt_style_is_recognised(tmp_path: Path) -> None:
+    path = tmp_path / "mo.onnx"
+    onnx.save(demo_network("modelopt"), path)
+    result = inspect_model(path)
+    assert result.opsets == {"ai.onnx": 19}
+    assert result.styles["DQ-only integer weight"] == 6
+    assert result.scale_types["float16 scales"] == result.quantize_count + result.dequantize_count
+    assert result.int8_mac_share == 1.0
+
+
+def test_real_polygraphy_model_reports_uint8_zero_point() -> None:
+    result = inspect_model(FIXTURES / "models" / "polygraphy_qdq_conv.onnx")
+    assert result.quant_types.get("uint8", 0) >= 2
+    assert result.zero_point_problems, "a non-zero uint8 zero point must be reported"
+    assert any(p.tensor == "x" for p in result.zero_point_problems)
+    # Only the activation goes through DQ; the Conv weight is a plain float initializer.
+    conv = result.weighted_ops[0]
+    assert conv.activation_quantized and conv.weight_style == "float" and not conv.quantized
+
+
+def test_float_model_has_no_qdq_and_zero_int8_share() -> None:
+    result = inspect_model(FIXTURES / "models" / "polygraphy_residual_block.onnx")
+    assert not result.is_quantized
+    assert result.int8_mac_share == 0.0
+
+
+def test_partially_quantized_share_is_mac_weighted(tmp_path: Path) -> None:
+    model = qdq_conv_model()
+    path = tmp_path / "m.onnx"
+    onnx.save(model, path)
+    result = inspect_model(path)
+    assert result.int8_mac_share == 1.0 and result.total_macs == 4 * 8 * 8 * 27
+
+
+@pytest.mark.parametrize("as_json", [False, True])
+def test_cli(tmp_path: Path, as_json: bool) -> None:
+    path = tmp_path / "demo.onnx"
+    onnx.save(demo_network(), path)
+    cmd = [sys.executable, "-m", "qdqkit", "inspect", str(path)] + (["--json"] if as_json else [])
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=True)
+    if as_json:
+        data = json.loads(proc.stdout)
+        assert data["quantize_count"] == 12 and data["int8_mac_share"] == 1.0
+    else:
+        assert "INT8 share of MACs: 100.0%" in proc.stdout
+
+
+def test_cli_bad_input_is_one_line_exit_2(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.onnx"
+    bad.write_bytes(b"not a model at all")
+    proc = subprocess.run(
+        [sys.executable, "-m", "qdqkit", "inspect", str(bad)], capture_output=True, text=True
+    )
+    assert proc.returncode == 2
+    assert (
+        proc.stderr.count("\n") == 1 and str(bad) in proc.stderr and "Traceback" not in proc.stderr
+    )
