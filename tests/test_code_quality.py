@@ -1,0 +1,42 @@
+"""The house rules that keep the code readable: ruff and mypy clean, no reads of files outside."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _tool(name: str) -> list[str]:
+    if shutil.which(name) is None and subprocess.run(
+        [sys.executable, "-m", name, "--version"], capture_output=True
+    ).returncode:
+        pytest.skip(f"{name} is not installed (pip install -e '.[test]')")
+    return [sys.executable, "-m", name]
+
+
+def test_ruff_clean() -> None:
+    proc = subprocess.run(
+        [*_tool("ruff"), "check", "src", "tests", "benchmarks"], cwd=ROOT, capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_mypy_clean() -> None:
+    proc = subprocess.run([*_tool("mypy")], cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_sources_never_read_outside_the_repo() -> None:
+    offenders = [
+        str(p.relative_to(ROOT))
+        for folder in ("src", "tests", "benchmarks")
+        for p in (ROOT / folder).rglob("*.py")
+        if "../shared" in p.read_text(encoding="utf-8") and p.name != "test_code_quality.py"
+    ]
+    assert offenders == []
