@@ -104,3 +104,15 @@ def test_failed_output_set_leaves_nothing_behind(tmp_path: Path) -> None:
         out.stage_text(tmp_path / "b.txt", "b")
         raise RuntimeError("boom")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_outputs_get_the_normal_file_mode(tmp_path: Path) -> None:
+    import os
+
+    mask = os.umask(0o022)
+    try:
+        with output_set() as out:
+            out.stage_text(tmp_path / "a.txt", "a")
+    finally:
+        os.umask(mask)
+    assert (tmp_path / "a.txt").stat().st_mode & 0o777 == 0o644

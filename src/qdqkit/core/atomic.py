@@ -16,6 +16,12 @@ from pathlib import Path
 from qdqkit.core.errors import OutputError
 
 
+def _current_umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def _same_file(a: Path, b: Path) -> bool:
     try:
         return a.exists() and b.exists() and os.path.samefile(a, b)
@@ -51,6 +57,8 @@ class OutputSet:
         target.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
         os.close(fd)
+        # mkstemp makes owner-only files; published outputs get the mode any new file would get.
+        os.chmod(tmp, 0o666 & ~_current_umask())
         return Path(tmp)
 
     def stage_writer(self, target: Path, write: Callable[[Path], None]) -> None:

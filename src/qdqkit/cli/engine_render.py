@@ -1,0 +1,110 @@
+"""Plain-text rendering of ``qdqkit engine report`` and ``qdqkit engine diff`` results."""
+
+from __future__ import annotations
+
+from qdqkit.cli.output import table
+from qdqkit.engine.diff import EngineDiff, short_source
+from qdqkit.engine.report import Bucket, EngineReport
+
+_NAME_WIDTH = 72
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
+def _share(value: float | None) -> str:
+    return "-" if value is None else f"{value:.0%}"
+
+
+def _short(name: str, width: int = _NAME_WIDTH) -> str:
+    return name if len(name) <= width else name[: width - 3] + "..."
+
+
+def _bucket_table(title: str, buckets: list[Bucket], total: float | None) -> list[str]:
+    rows: list[list[object]] = [[b.key, b.layers, _ms(b.latency_ms),
+             _share(b.latency_ms / total) if total and b.latency_ms is not None else "-"]
+            for b in buckets]
+    return ["", table(rows, [title, "layers", "ms", "time"])]
+
+
+def render_report(report: EngineReport) -> str:
+    total = report.total_layer_latency_ms
+    reformats = report.qdq_reformat_count + report.layout_reformat_count
+    noop = report.layer_count - report.compute_layer_count - reformats
+    lines = [
+        f"engine     {report.source}   ({report.schema} export"
+        + (", names only" if report.names_only else "") + ")",
+        f"layers     {report.layer_count} ({report.compute_layer_count} compute, "
+        f"{reformats} Reformat, {noop} NoOp)",
+    ]
+    if total is not None:
+        timing = f"latency    {total:.3f} ms summed over layers (profile)"
+        if report.end_to_end_median_ms is not None:
+            timing += (f"; end to end {report.end_to_end_median_ms:.3f} ms "
+                       f"({report.end_to_end_source})")
+        lines.append(timing)
+    lines.append(
+        f"INT8       {_share(report.int8_layer_share)} of compute layers, "
+        f"{_share(report.int8_time_share)} of time"
+    )
+    lines += _bucket_table("layer type", report.by_kind, total)
+    lines += _bucket_table("precision (compute layers)", report.by_precision, total)
+    lines += _bucket_table("type and precision (inputs → output)", report.by_kind_and_precision,
+                           total)
+    if report.reformats:
+        rows: list[list[object]] = [[_short(r.name, 56), r.origin, f"{r.from_precision} → {r.to_precision}",
+                 _ms(r.latency_ms), "yes" if r.next_to_qdq else ""] for r in report.reformats]
+        lines += ["", f"Reformat layers: {report.qdq_reformat_count} from Q/DQ, "
+                      f"{report.layout_reformat_count} layout",
+                  table(rows, ["reformat", "origin", "precision", "ms", "next to Q/DQ"])]
+    if report.slowest:
+        rows = [[_short(s.name, 64), s.kind, s.precision, _ms(s.latency_ms), _share(s.share)]
+                for s in report.slowest]
+        lines += ["", table(rows, ["slowest layers", "type", "precision", "ms", "time"])]
+    if report.findings:
+        lines += ["", "findings:"]
+        for f in report.findings:
+            cost = f" [{f.latency_ms:.3f} ms]" if f.latency_ms else ""
+            lines.append(f"  {f.severity:<7} {f.code}: {f.message}{cost}")
+            shown = ", ".join(_short(n, 48) for n in f.layers[:4])
+            if shown:
+                more = f" (+{len(f.layers) - 4} more)" if len(f.layers) > 4 else ""
+                lines.append(f"          {shown}{more}")
+    return "\n".join(lines)
+
+
+def render_diff(diff: EngineDiff) -> str:
+    a, b = diff.a, diff.b
+    rows: list[list[object]] = [
+        ["layers", a.layers, b.layers],
+        ["compute layers (INT8)", f"{a.compute_layers} ({a.int8_compute_layers})",
+         f"{b.compute_layers} ({b.int8_compute_layers})"],
+        ["Reformats (Q/DQ, layout)", f"{a.reformats} ({a.qdq_reformats}, {a.layout_reformats})",
+         f"{b.reformats} ({b.qdq_reformats}, {b.layout_reformats})"],
+        ["summed layer time ms", _ms(a.layer_latency_ms), _ms(b.layer_latency_ms)],
+        ["end-to-end median ms", _ms(a.end_to_end_median_ms), _ms(b.end_to_end_median_ms)],
+    ]
+    lines = [f"A  {a.source}", f"B  {b.source}", "",
+             table(rows, ["", f"A {short_source(a)}", f"B {short_source(b)}"]), "", "why:"]
+    lines += [f"  - {line}" for line in diff.summary]
+    if diff.precision_changes:
+        rows = [[_short(m.b, 60), m.precision_a, m.precision_b, _ms(m.latency_a_ms),
+                 _ms(m.latency_b_ms)] for m in diff.precision_changes]
+        lines += ["", table(rows, ["precision changes (layer in B)", "A", "B", "A ms", "B ms"])]
+    for group in diff.fused:
+        side = "B" if group.engine == "a" else "A"
+        lines += ["", f"fused in {side} into '{_short(group.into, 60)}' "
+                      f"({_ms(group.latency_before_ms)} → {_ms(group.latency_after_ms)} ms):"]
+        lines += [f"  {_short(name)}" for name in group.layers]
+    for title, lone in (("only in A", diff.only_in_a), ("only in B", diff.only_in_b)):
+        if lone:
+            rows = [[_short(la.name, 60), la.kind, la.precision, la.origin or "",
+                     _ms(la.latency_ms)] for la in lone]
+            lines += ["", table(rows, [title, "type", "precision", "origin", "ms"])]
+    changed = sorted((m for m in diff.matched if m.delta_ms), key=lambda m: -abs(m.delta_ms or 0))
+    if changed:
+        rows = [[_short(m.b, 60), _ms(m.latency_a_ms), _ms(m.latency_b_ms), f"{m.delta_ms:+.3f}"]
+                for m in changed[:10]]
+        lines += ["", table(rows, ["largest changes (matched layers)", "A ms", "B ms", "delta"])]
+    return "\n".join(lines)

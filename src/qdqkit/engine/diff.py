@@ -1,0 +1,220 @@
+"""``diff_engines(a, b)``: what changed between two engines, and why B is slower or faster."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from qdqkit.engine.analysis import is_compute, latency_sum, precision_signature
+from qdqkit.engine.matching import match_layers
+from qdqkit.trt.engine import EngineGraph, EngineLayer, Precision
+from qdqkit.trt.engine_timing import end_to_end_of
+
+
+@dataclass
+class EngineSide:
+    source: str
+    layers: int
+    compute_layers: int
+    reformats: int
+    qdq_reformats: int
+    layout_reformats: int
+    int8_compute_layers: int
+    layer_latency_ms: float | None  # sum of the per-layer profile times
+    end_to_end_median_ms: float | None  # whole-inference median, when the timing was given
+
+
+@dataclass
+class LayerMatch:
+    a: str
+    b: str
+    kind_a: str
+    kind_b: str
+    precision_a: str  # signature, e.g. "INT8+FP16 → FP16"
+    precision_b: str
+    output_a: str
+    output_b: str
+    latency_a_ms: float | None
+    latency_b_ms: float | None
+    delta_ms: float | None
+
+
+@dataclass
+class FusedGroup:
+    """Layers of one engine that the other engine runs as a single layer."""
+
+    engine: str  # "a" when layers of A were fused into one layer of B, else "b"
+    into: str
+    layers: list[str]
+    latency_before_ms: float | None
+    latency_after_ms: float | None
+
+
+@dataclass
+class LoneLayer:
+    name: str
+    kind: str
+    precision: str
+    origin: str | None
+    latency_ms: float | None
+
+
+@dataclass
+class EngineDiff:
+    a: EngineSide
+    b: EngineSide
+    matched: list[LayerMatch]
+    precision_changes: list[LayerMatch]
+    fused: list[FusedGroup]
+    only_in_a: list[LoneLayer]
+    only_in_b: list[LoneLayer]
+    summary: list[str]
+
+
+def _side(graph: EngineGraph) -> EngineSide:
+    compute = [la for la in graph.layers if is_compute(la)]
+    reformats = graph.reformats()
+    qdq = [la for la in reformats if la.origin == "QDQ"]
+    end_to_end = end_to_end_of(graph)
+    return EngineSide(
+        source=graph.source,
+        layers=len(graph.layers),
+        compute_layers=len(compute),
+        reformats=len(reformats),
+        qdq_reformats=len(qdq),
+        layout_reformats=len(reformats) - len(qdq),
+        int8_compute_layers=sum(1 for la in compute if la.precision is Precision.INT8),
+        layer_latency_ms=latency_sum(graph.layers),
+        end_to_end_median_ms=end_to_end.median_ms if end_to_end else None,
+    )
+
+
+def _delta(a: float | None, b: float | None) -> float | None:
+    return round(b - a, 6) if a is not None and b is not None else None
+
+
+def _lone(layer: EngineLayer) -> LoneLayer:
+    return LoneLayer(layer.name, layer.kind.value, precision_signature(layer), layer.origin,
+                     layer.latency_ms)
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def _headline(a: EngineSide, b: EngineSide) -> str | None:
+    for label, before, after in (
+        ("end-to-end median", a.end_to_end_median_ms, b.end_to_end_median_ms),
+        ("summed layer time", a.layer_latency_ms, b.layer_latency_ms),
+    ):
+        if before and after:
+            if round(after, 6) == round(before, 6):
+                return f"A and B take the same time: {label} {before:.3f} ms"
+            change = (after - before) / before
+            verdict = "faster" if after < before else "slower"
+            return (f"B is {abs(change):.0%} {verdict} than A: {label} {before:.3f} → "
+                    f"{after:.3f} ms")
+    return None
+
+
+def _precision_story(changes: list[LayerMatch]) -> list[str]:
+    groups: dict[tuple[str, str], list[LayerMatch]] = {}
+    for change in changes:
+        if change.output_a != change.output_b:
+            groups.setdefault((change.output_a, change.output_b), []).append(change)
+    lines = []
+    for (before, after), items in sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+        time_a = sum(m.latency_a_ms or 0.0 for m in items)
+        time_b = sum(m.latency_b_ms or 0.0 for m in items)
+        timing = f"; their time {time_a:.3f} → {time_b:.3f} ms" if time_a or time_b else ""
+        verb = "writes" if len(items) == 1 else "write"
+        lines.append(f"{_count(len(items), 'layer')} now {verb} {after} instead of {before} (e.g. "
+                     f"'{items[0].b}'){timing}")
+    return lines
+
+
+def _summary(diff: EngineDiff) -> list[str]:
+    a, b = diff.a, diff.b
+    lines = []
+    headline = _headline(a, b)
+    if headline:
+        lines.append(headline)
+    # Where the summed layer time went, biggest contribution first.
+    parts: list[tuple[float, str]] = []
+    gone = [la for la in diff.only_in_a if la.latency_ms]
+    if gone:
+        cost = sum(la.latency_ms or 0.0 for la in gone)
+        qdq = sum(1 for la in gone if la.origin == "QDQ")
+        what = f", {qdq} of them Q/DQ Reformats" if qdq else ""
+        parts.append((-cost, f"{_count(len(diff.only_in_a), 'layer')} of A gone in B{what}: "
+                             f"-{cost:.3f} ms"))
+    new = [la for la in diff.only_in_b if la.latency_ms]
+    if new:
+        cost = sum(la.latency_ms or 0.0 for la in new)
+        parts.append((cost, f"{_count(len(diff.only_in_b), 'layer')} new in B: +{cost:.3f} ms"))
+    for group in diff.fused:
+        delta = _delta(group.latency_before_ms, group.latency_after_ms)
+        if delta:
+            side = "B" if group.engine == "a" else "A"
+            parts.append((delta, f"{len(group.layers)} layers run fused in {side} as "
+                                 f"'{group.into}': {delta:+.3f} ms"))
+    matched_delta = sum(m.delta_ms or 0.0 for m in diff.matched)
+    if any(m.delta_ms for m in diff.matched):
+        parts.append((matched_delta, f"the {len(diff.matched)} layers in both engines: "
+                                     f"{matched_delta:+.3f} ms"))
+    lines += [text for _, text in sorted(parts, key=lambda p: -abs(p[0]))]
+    if (a.reformats, a.qdq_reformats) != (b.reformats, b.qdq_reformats):
+        lines.append(f"Reformat layers {a.reformats} → {b.reformats} (from Q/DQ "
+                     f"{a.qdq_reformats} → {b.qdq_reformats}, layout {a.layout_reformats} → "
+                     f"{b.layout_reformats})")
+    lines += _precision_story(diff.precision_changes)
+    if a.int8_compute_layers != b.int8_compute_layers:
+        lines.append(f"INT8 compute layers {a.int8_compute_layers}/{a.compute_layers} → "
+                     f"{b.int8_compute_layers}/{b.compute_layers}")
+    if not lines:
+        lines.append("the two engines have the same layers, precisions and Reformats")
+    return lines
+
+
+def diff_engines(a: EngineGraph, b: EngineGraph) -> EngineDiff:
+    """Compare two engines layer by layer (matched by fused ONNX nodes; see ``matching``)."""
+    matching = match_layers(a, b)
+    matched = []
+    for i, j in matching.pairs:
+        la, lb = a.layers[i], b.layers[j]
+        matched.append(LayerMatch(
+            a=la.name, b=lb.name, kind_a=la.kind.value, kind_b=lb.kind.value,
+            precision_a=precision_signature(la), precision_b=precision_signature(lb),
+            output_a=la.output_precision.value, output_b=lb.output_precision.value,
+            latency_a_ms=la.latency_ms, latency_b_ms=lb.latency_ms,
+            delta_ms=_delta(la.latency_ms, lb.latency_ms),
+        ))
+    fused = []
+    for j, group in sorted(matching.fused_into_b.items()):
+        # The B layer's time is compared with A's partner layer plus the layers folded into it.
+        partners = [i for i, jj in matching.pairs if jj == j] + group
+        fused.append(FusedGroup("a", b.layers[j].name, [a.layers[i].name for i in sorted(partners)],
+                                latency_sum([a.layers[i] for i in partners]),
+                                latency_sum([b.layers[j]])))
+    for i, group in sorted(matching.fused_into_a.items()):
+        partners = [j for ii, j in matching.pairs if ii == i] + group
+        fused.append(FusedGroup("b", a.layers[i].name, [b.layers[j].name for j in sorted(partners)],
+                                latency_sum([a.layers[i]]),
+                                latency_sum([b.layers[j] for j in partners])))
+    # A layer that took part in a fusion is explained by its group, not by its pair delta.
+    in_groups = {name for g in fused for name in [g.into, *g.layers]}
+    diff = EngineDiff(
+        a=_side(a), b=_side(b),
+        matched=[m for m in matched if m.a not in in_groups and m.b not in in_groups],
+        precision_changes=[m for m in matched if m.precision_a != m.precision_b],
+        fused=fused,
+        only_in_a=[_lone(a.layers[i]) for i in matching.only_a],
+        only_in_b=[_lone(b.layers[j]) for j in matching.only_b],
+        summary=[],
+    )
+    diff.summary = _summary(diff)
+    return diff
+
+
+def short_source(side: EngineSide) -> str:
+    return Path(side.source).name if side.source != "predicted" else "predicted"

@@ -1,0 +1,272 @@
+"""``report_engine(graph)``: where an engine's layers and time go, and what to fix first."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from qdqkit.engine.analysis import (
+    is_compute,
+    is_copy_node,
+    latency_sum,
+    precision_signature,
+    quantized_engine,
+    topology,
+)
+from qdqkit.trt.engine import EngineGraph, EngineLayer, LayerKind, Precision
+from qdqkit.trt.engine_timing import end_to_end_of
+
+
+@dataclass
+class Bucket:
+    """Layers sharing a key (a kind, a precision, or both) and the time they take."""
+
+    key: str
+    layers: int
+    latency_ms: float | None
+
+
+@dataclass
+class ReformatInfo:
+    name: str
+    origin: str  # "QDQ" or "layout"
+    from_precision: str
+    to_precision: str
+    from_format: str | None
+    to_format: str | None
+    latency_ms: float | None
+    next_to_qdq: bool  # a layout Reformat touching a Q/DQ Reformat: two conversions in a row
+
+
+@dataclass
+class SlowLayer:
+    name: str
+    kind: str
+    precision: str
+    latency_ms: float
+    share: float  # of the summed layer time
+
+
+@dataclass
+class Finding:
+    code: str
+    severity: str  # "warning" or "info"
+    message: str
+    layers: list[str] = field(default_factory=list)
+    latency_ms: float | None = None
+
+
+@dataclass
+class EngineReport:
+    source: str
+    schema: str
+    layer_count: int
+    compute_layer_count: int
+    has_profile: bool
+    names_only: bool
+    by_kind: list[Bucket]
+    by_precision: list[Bucket]
+    by_kind_and_precision: list[Bucket]
+    reformats: list[ReformatInfo]
+    qdq_reformat_count: int
+    layout_reformat_count: int
+    copy_noop_count: int  # NoOp layers named "Reformatting CopyNode ...": zero-cost views
+    int8_layer_share: float | None
+    int8_time_share: float | None
+    total_layer_latency_ms: float | None
+    end_to_end_median_ms: float | None
+    end_to_end_source: str | None
+    slowest: list[SlowLayer]
+    findings: list[Finding]
+
+
+def _buckets(groups: dict[str, list[EngineLayer]]) -> list[Bucket]:
+    rows = [Bucket(key, len(layers), latency_sum(layers)) for key, layers in groups.items()]
+    # Most expensive first; without a profile, most numerous first; ties by name for determinism.
+    rows.sort(key=lambda b: (-(b.latency_ms or 0.0), -b.layers, b.key))
+    return rows
+
+
+def _group(
+    layers: list[EngineLayer], key_of: Callable[[EngineLayer], str]
+) -> dict[str, list[EngineLayer]]:
+    groups: dict[str, list[EngineLayer]] = defaultdict(list)
+    for layer in layers:
+        groups[key_of(layer)].append(layer)
+    return groups
+
+
+def _reformat_infos(graph: EngineGraph) -> list[ReformatInfo]:
+    topo = topology(graph)
+    infos = []
+    for i, layer in enumerate(graph.layers):
+        if not layer.is_reformat:
+            continue
+        neighbours = [graph.layers[j] for j in topo.preds[i] + topo.succs[i]]
+        next_to_qdq = layer.origin != "QDQ" and any(
+            n.is_reformat and n.origin == "QDQ" for n in neighbours
+        )
+        infos.append(ReformatInfo(
+            name=layer.name,
+            origin=layer.origin or "layout",
+            from_precision=layer.input_precision.value,
+            to_precision=layer.output_precision.value,
+            from_format=layer.inputs[0].format if layer.inputs else None,
+            to_format=layer.outputs[0].format if layer.outputs else None,
+            latency_ms=layer.latency_ms,
+            next_to_qdq=next_to_qdq,
+        ))
+    return infos
+
+
+def _io_format_hint(fmt: str | None) -> str:
+    lowered = (fmt or "").lower()
+    if "thirty-two" in lowered:
+        return "int8:chw32"
+    if "four wide" in lowered:
+        return "int8:chw4"
+    return "int8:chw"
+
+
+def _count(n: int, noun: str, verb: str = "") -> str:
+    """``1 layer runs`` / ``2 layers run``."""
+    text = f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+    if verb:
+        text += f" {verb}s" if n == 1 else f" {verb}"
+    return text
+
+
+def _names(layers: list[EngineLayer]) -> list[str]:
+    return [layer.name for layer in layers]
+
+
+def _findings(graph: EngineGraph, reformats: list[ReformatInfo], names_only: bool) -> list[Finding]:
+    found: list[Finding] = []
+    if names_only:
+        found.append(Finding(
+            "names-only", "warning",
+            "the export has layer names only, so kinds are guessed and precisions unknown; rebuild "
+            "with trtexec --profilingVerbosity=detailed --exportLayerInfo=...",
+        ))
+    unmatched = graph.metadata.get("unmatched_profile_records") or []
+    if unmatched:
+        found.append(Finding(
+            "profile-mismatch", "warning",
+            f"{_count(len(unmatched), 'profile record')} name no layer of this engine (first: "
+            f"{unmatched[0]!r}); were the two files exported from the same build?",
+            list(unmatched),
+        ))
+    compute = [layer for layer in graph.layers if is_compute(layer)]
+    if quantized_engine(graph):
+        fp32 = [la for la in compute if la.precision is Precision.FP32]
+        if fp32:
+            found.append(Finding(
+                "fp32-in-int8-engine", "warning",
+                f"{_count(len(fp32), 'layer', 'run')} in FP32 in an INT8 engine: quantize their inputs, or "
+                "export the float part of the model in FP16 (TensorRT 11 has no --fp16)",
+                _names(fp32), latency_sum(fp32),
+            ))
+        fp16 = [la for la in compute if la.precision in (Precision.FP16, Precision.BF16)]
+        if fp16:
+            found.append(Finding(
+                "fp16-in-int8-engine", "info",
+                f"{_count(len(fp16), 'layer', 'run')} in FP16/BF16 in an INT8 engine; quantize their inputs "
+                "if they matter for speed",
+                _names(fp16), latency_sum(fp16),
+            ))
+        mixed = [
+            la for la in compute
+            if la.input_precision.is_quantized and len(la.inputs) > 1
+            and any(t.precision.is_float for t in la.inputs[1:])
+        ]
+        if mixed:
+            floats = sorted({t.precision.value for la in mixed for t in la.inputs[1:]
+                             if t.precision.is_float})
+            found.append(Finding(
+                "float-residual-input", "warning",
+                f"{_count(len(mixed), 'fused layer')} with an INT8 input and a float "
+                f"({'/'.join(floats)}) second input, the residual/skip tensor of a Conv+Add: such a "
+                "layer writes float and needs Q/DQ Reformats around it; quantize the skip input "
+                "with a Q/DQ pair",
+                _names(mixed), latency_sum(mixed),
+            ))
+    qdq = graph.qdq_reformats()
+    if qdq:
+        found.append(Finding(
+            "qdq-reformat", "warning" if len(qdq) > 1 else "info",
+            f"{_count(len(qdq), 'Reformat layer')} made from Q/DQ nodes TensorRT could not fuse "
+            "into a neighbouring layer; each is an extra pass over the tensor",
+            _names(qdq), latency_sum(qdq),
+        ))
+    beside = [r for r in reformats if r.next_to_qdq]
+    if beside:
+        found.append(Finding(
+            "reformat-next-to-qdq", "warning",
+            f"{_count(len(beside), 'layout Reformat', 'sit')} next to a Q/DQ Reformat: the tensor "
+            "is converted twice in a row; moving the Q/DQ so it fuses usually removes both",
+            [r.name for r in beside], sum(r.latency_ms or 0.0 for r in beside) or None,
+        ))
+    input_names = {t.name for t in graph.inputs}
+    io_qdq = [la for la in qdq if any(t.name in input_names for t in la.inputs)]
+    for layer in io_qdq:
+        hint = _io_format_hint(layer.outputs[0].format if layer.outputs else None)
+        found.append(Finding(
+            "input-quantize-reformat", "info",
+            f"'{layer.name}' quantizes the network input; feed INT8 directly with "
+            f"trtexec --inputIOFormats={hint} to drop it (the caller then quantizes the input)",
+            [layer.name], layer.latency_ms,
+        ))
+    if graph.total_latency_ms() is None:
+        found.append(Finding(
+            "no-profile", "info",
+            "no per-layer timing: pass --profile ENGINE.profile.json (trtexec --exportProfile) "
+            "to see where the time goes",
+        ))
+    return found
+
+
+def report_engine(graph: EngineGraph, top: int = 10) -> EngineReport:
+    """Summarize ``graph``: counts and time by kind and precision, Reformats, findings."""
+    compute = [layer for layer in graph.layers if is_compute(layer)]
+    total = latency_sum(graph.layers)
+    int8_compute = [la for la in compute if la.precision is Precision.INT8]
+    int8_time = latency_sum(int8_compute)
+    reformats = _reformat_infos(graph)
+    names_only = bool(graph.metadata.get("names_only"))
+    timed = [la for la in graph.layers if la.latency_ms is not None]
+    timed.sort(key=lambda la: (-(la.latency_ms or 0.0), la.name))
+    slowest = [
+        SlowLayer(la.name, la.kind.value, precision_signature(la), la.latency_ms or 0.0,
+                  (la.latency_ms or 0.0) / total if total else 0.0)
+        for la in timed[:top]
+    ]
+    end_to_end = end_to_end_of(graph)
+    return EngineReport(
+        source=graph.source,
+        schema=str(graph.metadata.get("schema", "predicted" if graph.source == "predicted" else "?")),
+        layer_count=len(graph.layers),
+        compute_layer_count=len(compute),
+        has_profile=total is not None,
+        names_only=names_only,
+        by_kind=_buckets(_group(graph.layers, lambda la: la.kind.value)),
+        by_precision=_buckets(_group(compute, lambda la: la.precision.value)),
+        by_kind_and_precision=_buckets(
+            _group(compute, lambda la: f"{la.kind.value} {precision_signature(la)}")
+        ),
+        reformats=reformats,
+        qdq_reformat_count=sum(1 for r in reformats if r.origin == "QDQ"),
+        layout_reformat_count=sum(1 for r in reformats if r.origin != "QDQ"),
+        copy_noop_count=sum(
+            1 for la in graph.layers if la.kind is LayerKind.NOOP and is_copy_node(la)
+        ),
+        int8_layer_share=len(int8_compute) / len(compute) if compute and not names_only else None,
+        int8_time_share=(int8_time or 0.0) / total if total else None,
+        total_layer_latency_ms=total,
+        end_to_end_median_ms=end_to_end.median_ms if end_to_end else None,
+        end_to_end_source=(f"{end_to_end.measure} median, {Path(end_to_end.source).name}"
+                           if end_to_end else None),
+        slowest=slowest,
+        findings=_findings(graph, reformats, names_only),
+    )
