@@ -1,0 +1,124 @@
+"""``qdqkit lint`` and ``qdqkit rules`` end to end: output, exit codes, bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import onnx
+import pytest
+
+from qdqkit.cli import main
+from qdqkit.examples.resnet import resnet18_qdq
+from qdqkit.lint.catalog import RULES
+from tests.lint.graphs import G
+
+TREX = Path(__file__).resolve().parents[1] / "fixtures" / "trex-resnet18-a100"
+
+
+@pytest.fixture(scope="module")
+def qgap(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("r18") / "resnet18-qgap.onnx"
+    onnx.save(resnet18_qdq("qat-residual-qgap"), path)
+    return path
+
+
+def _save(g: G, path: Path) -> Path:
+    onnx.save(g.proto(), path)
+    return path
+
+
+def test_lint_reports_errors_with_exit_code_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    g = G()
+    x = g.qdq(g.input("x", [1, 32, 8, 8]))
+    y = g.bn(g.conv(x, 32, 32, name="conv2"), 32)
+    g.output(g.op("Relu", [g.op("Add", [y, "x"], name="add")]))
+    g.outputs[-1].name = g.nodes[-1].output[0]
+    code = main(["lint", str(_save(g, tmp_path / "m.onnx"))])
+    out = capsys.readouterr().out
+    assert code == 1
+    assert "QDQ201 residual-skip-float [error; rule C3, D4, fixable]" in out
+    assert "predicted engine:" in out and "INT8 MACs" in out
+
+
+def test_lint_json_and_engine_comparison(qgap: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    real = TREX / "qat-residual-qgap" / "resnet-qat-residual-qgap.onnx.engine.graph.json"
+    code = main(["lint", str(qgap), "--json", "--engine", str(real)])
+    data = json.loads(capsys.readouterr().out)
+    assert code == 0
+    assert data["summary"]["qdq_reformats"] == 1
+    comparison = data["comparison"]
+    assert comparison["real_qdq_reformats"] == comparison["predicted_qdq_reformats"] == 1
+    assert comparison["disagreements"] == []
+
+
+def test_engine_comparison_lists_disagreements(qgap: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    other = TREX / "qat" / "resnet-qat.onnx.engine.graph.json"
+    main(["lint", str(qgap), "--engine", str(other)])
+    out = capsys.readouterr().out
+    assert "Q/DQ Reformat layers" in out and "disagreements:" in out
+
+
+def test_float_model_exits_0_and_says_float(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    g = G()
+    g.output(g.conv(g.input("x", [1, 32, 8, 8]), 32, 32, quantize_weight=False))
+    assert main(["lint", str(_save(g, tmp_path / "f.onnx"))]) == 0
+    assert "it is a float model" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("content", [None, b"", b"\x08\x07garbage-not-a-model"])
+def test_bad_input_is_one_line_and_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], content: bytes | None
+) -> None:
+    path = tmp_path / "bad.onnx"
+    if content is not None:
+        path.write_bytes(content)
+    assert main(["lint", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("qdqkit: error: ") and err.count("\n") == 1 and "bad.onnx" in err
+
+
+def test_truncated_model_is_rejected(qgap: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    truncated = tmp_path / "cut.onnx"
+    truncated.write_bytes(qgap.read_bytes()[:5000])
+    assert main(["lint", str(truncated)]) == 2
+    assert "cut.onnx" in capsys.readouterr().err
+
+
+def test_bad_engine_file_is_one_line(qgap: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    engine = tmp_path / "e.json"
+    engine.write_text("{not json")
+    assert main(["lint", str(qgap), "--engine", str(engine)]) == 2
+    assert capsys.readouterr().err.count("\n") == 1
+
+
+def test_rules_lists_and_explains(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["rules"]) == 0
+    listing = capsys.readouterr().out
+    assert all(rule.code in listing for rule in RULES)
+    assert main(["rules", "qdq201"]) == 0
+    text = capsys.readouterr().out
+    assert "residual-skip-float" in text and "C3, D4" in text and "why it costs" in text
+    assert main(["rules", "QDQ999"]) == 2
+    assert "qdqkit rules" in capsys.readouterr().err
+
+
+def test_catalog_is_consistent() -> None:
+    import re
+
+    codes = [rule.code for rule in RULES]
+    assert len(codes) == len(set(codes))
+    for rule in RULES:
+        assert re.fullmatch(r"QDQ[1-5]\d\d", rule.code)
+        assert re.fullmatch(r"[A-L]\d+(, [A-L]\d+)*", rule.rule_id), rule.code
+        assert rule.why and rule.fix and rule.check and rule.summary
+
+
+def test_qdqkit_lint_is_callable_in_any_import_order() -> None:
+    import qdqkit
+    import qdqkit.lint.catalog  # binds the package to the name qdqkit.lint
+
+    g = G()
+    g.output(g.conv(g.input("x", [1, 32, 8, 8]), 32, 32, quantize_weight=False))
+    assert qdqkit.lint(g.model()).codes() == ["QDQ501"]
+    assert qdqkit.predict_engine(g.model()).layers

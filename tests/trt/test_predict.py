@@ -1,0 +1,159 @@
+"""The engine predictor against real TensorRT engines and against the rule base."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnx_ir as ir
+import pytest
+from tests.lint.graphs import G, every_node_is_accounted_for
+
+from qdqkit.core.errors import QdqkitError
+from qdqkit.examples.resnet import VARIANTS, resnet18_qdq
+from qdqkit.trt.engine import EngineGraph, LayerKind, Precision
+from qdqkit.trt.engine_json import read_engine_graph
+from qdqkit.trt.predict import predict_engine
+
+TREX = Path(__file__).resolve().parents[1] / "fixtures" / "trex-resnet18-a100"
+
+
+def real_engine(variant: str) -> EngineGraph:
+    return read_engine_graph(TREX / variant / f"resnet-{variant}.onnx.engine.graph.json")
+
+
+@pytest.fixture(scope="module")
+def resnets() -> dict[str, onnx.ModelProto]:
+    return {variant: resnet18_qdq(variant) for variant in VARIANTS}
+
+
+def _containing(engine: EngineGraph, op_prefix: str) -> list[bool]:
+    """For each layer fusing a node named ``op_prefix``_N: does it write INT8?"""
+    return [
+        layer.output_precision == Precision.INT8
+        for layer in engine.layers
+        if any(n.startswith(f"{op_prefix}_") for n in layer.onnx_nodes) and not layer.is_reformat
+    ]
+
+
+def facts(engine: EngineGraph) -> dict[str, object]:
+    convs = [layer for layer in engine.layers if layer.kind == LayerKind.CONVOLUTION]
+    return {
+        "qdq_reformats": len(engine.qdq_reformats()),
+        "residual_blocks_int8_out": _containing(engine, "Add"),
+        "maxpool_int8": _containing(engine, "MaxPool"),
+        "global_avgpool_int8": _containing(engine, "GlobalAveragePool"),
+        "int8_conv_outputs": sum(1 for c in convs if c.output_precision == Precision.INT8),
+    }
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_prediction_matches_the_real_tensorrt_engine(
+    variant: str, resnets: dict[str, onnx.ModelProto]
+) -> None:
+    real = facts(real_engine(variant))
+    predicted = facts(predict_engine(ir.serde.deserialize_model(resnets[variant]), trt="8.6"))
+    assert predicted == real
+
+
+def test_the_real_engines_say_what_the_issue_says() -> None:
+    counts = [len(real_engine(v).qdq_reformats()) for v in VARIANTS]
+    assert counts == [10, 3, 1]
+    assert facts(real_engine("qat"))["residual_blocks_int8_out"] == [False] * 8
+    assert facts(real_engine("qat-residual"))["residual_blocks_int8_out"] == [True] * 7 + [False]
+
+
+def test_stem_maxpool_joins_the_int8_conv_when_every_reader_is_quantized(
+    resnets: dict[str, onnx.ModelProto]
+) -> None:
+    engine = predict_engine(ir.serde.deserialize_model(resnets["qat-residual"]))
+    stem = engine.layers[1]
+    assert stem.type_name == "ConvActPool"
+    assert any(n.startswith("MaxPool_") for n in stem.onnx_nodes)
+    assert stem.output_precision == Precision.INT8
+
+
+def test_strongly_typed_trt11_keeps_the_fp32_remainder(resnets: dict[str, onnx.ModelProto]) -> None:
+    def float_outputs(engine: EngineGraph) -> set[str]:
+        outputs = {t.name for t in engine.outputs}
+        return {str(layer.output_precision) for layer in engine.layers
+                if not layer.is_reformat and not layer.output_precision.is_quantized
+                and not outputs & {t.name for t in layer.outputs}}
+
+    weak = predict_engine(ir.serde.deserialize_model(resnets["qat"]), trt="10")
+    strong = predict_engine(ir.serde.deserialize_model(resnets["qat"]), trt="11")
+    assert float_outputs(weak) == {"FP16"}
+    assert float_outputs(strong) == {"FP32"}
+    # The network output keeps its ONNX type in both (no --outputIOFormats).
+    assert weak.layers[-1].output_precision == strong.layers[-1].output_precision == Precision.FP32
+
+
+def test_fp16_model_runs_fp16_when_strongly_typed() -> None:
+    from qdqkit.examples.builder import demo_network
+
+    engine = predict_engine(ir.serde.deserialize_model(demo_network("modelopt")), trt="11")
+    inner = [layer for layer in engine.layers if not layer.is_reformat and "cast" not in layer.name]
+    assert {str(layer.output_precision) for layer in inner} <= {"INT8", "FP16"}
+
+
+def test_pad_folds_into_the_conv_and_relu_into_its_epilogue() -> None:
+    g = G()
+    x = g.qdq(g.input("x", [1, 32, 16, 16]))
+    p = g.op("Pad", [x, g.const(np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64))], name="pad")
+    y = g.op("Relu", [g.conv(p, 32, 32, k=3, name="conv")], name="relu")
+    g.output(y)
+    engine = predict_engine(g.model())
+    conv = next(layer for layer in engine.layers if "conv" in layer.onnx_nodes)
+    assert {"pad", "relu"} <= set(conv.onnx_nodes)
+    assert len([layer for layer in engine.layers if not layer.is_reformat]) == 1
+    assert conv.precision == Precision.INT8
+
+
+def test_concat_with_one_scale_is_elided_in_int8() -> None:
+    g = G()
+    x = g.qdq(g.input("x", [1, 32, 8, 8]), 0.1)
+    a = g.qdq(g.conv(x, 32, 32, name="a"), 0.2)
+    b = g.qdq(g.conv(x, 32, 32, name="b"), 0.2)
+    c = g.op("Concat", [a, b], name="cat", axis=1)
+    g.output(g.conv(g.qdq(c, 0.2), 64, 32, name="c"))
+    engine = predict_engine(g.model())
+    assert "cat" in engine.metadata["elided_nodes"]
+    assert [layer.name for layer in engine.reformats()] == ["q1"]  # only the network input
+
+
+def test_dla_places_supported_layers_and_reports_gpu_fallback() -> None:
+    g = G()
+    x = g.qdq(g.input("x", [1, 32, 8, 8]))
+    y = g.op("Relu", [g.conv(x, 32, 32, name="conv")], name="relu")
+    z = g.op("Erf", [y], name="erf")  # not a DLA pointwise op
+    g.output(g.op("Relu", [z], name="relu2"))
+    engine = predict_engine(g.model(), target="dla")
+    devices = {layer.name: layer.device for layer in engine.layers if not layer.is_reformat}
+    assert devices[next(n for n in devices if "conv" in n)] == "DLA"
+    assert devices[next(n for n in devices if "erf" in n)] == "GPU"
+    assert any(layer.origin == "layout" for layer in engine.layers)
+
+
+def test_predict_engine_reads_a_path(tmp_path: Path) -> None:
+    g = G()
+    g.output(g.conv(g.qdq(g.input("x", [1, 32, 8, 8])), 32, 32))
+    path = tmp_path / "m.onnx"
+    onnx.save(g.proto(), path)
+    engine = predict_engine(str(path), trt="10")
+    assert engine.source == "predicted" and engine.trt_version == "10"
+    assert [layer.kind for layer in engine.layers] == [LayerKind.REFORMAT, LayerKind.CONVOLUTION]
+
+
+def test_unknown_trt_version_and_target_are_one_line_errors() -> None:
+    g = G()
+    g.output(g.op("Relu", [g.input("x", [1, 4])]))
+    with pytest.raises(QdqkitError, match="TensorRT version '7'"):
+        predict_engine(g.model(), trt="7")
+    with pytest.raises(QdqkitError, match="target 'tpu'"):
+        predict_engine(g.model(), target="tpu")
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_every_resnet_node_lands_in_a_layer(variant: str, resnets: dict[str, onnx.ModelProto]) -> None:
+    assert every_node_is_accounted_for(ir.serde.deserialize_model(resnets[variant])) == []
