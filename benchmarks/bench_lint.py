@@ -16,7 +16,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from qdqkit.lint import lint
+from qdqkit.linting import lint
 
 
 class _Net:

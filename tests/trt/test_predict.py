@@ -8,7 +8,7 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 import pytest
-from tests.lint.graphs import G, every_node_is_accounted_for
+from tests.linting.graphs import G, every_node_is_accounted_for
 
 from qdqkit.core.errors import QdqkitError
 from qdqkit.examples.resnet import VARIANTS, resnet18_qdq

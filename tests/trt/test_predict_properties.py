@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tests.lint.graphs import G, every_node_is_accounted_for
+from tests.linting.graphs import G, every_node_is_accounted_for
 
-from qdqkit.lint import lint
+from qdqkit.linting import lint
 from qdqkit.trt.engine import Precision
 
 _STEPS = ("conv", "relu", "bn", "silu", "maxpool", "avgpool", "residual", "concat", "reshape",

@@ -39,7 +39,7 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from qdqkit.lint import lint
+    from qdqkit.linting import lint
 
     result = lint(args.model, trt=args.trt, target=args.target, engine=args.engine)
     if args.json:
@@ -115,13 +115,13 @@ def render(result: Any, show_layers: bool = False) -> str:
 
 
 def _info() -> Any:
-    from qdqkit.lint.catalog import Severity
+    from qdqkit.linting.catalog import Severity
 
     return Severity.INFO
 
 
 def run_rules(args: argparse.Namespace) -> int:
-    from qdqkit.lint.catalog import RULES, rule
+    from qdqkit.linting.catalog import RULES, rule
 
     if args.code:
         found = rule(args.code)

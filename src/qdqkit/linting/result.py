@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from qdqkit.lint.catalog import Rule, Severity
+from qdqkit.linting.catalog import Rule, Severity
 from qdqkit.trt.engine import EngineGraph
 
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from qdqkit.lint import lint
-from qdqkit.lint.catalog import Severity
+from qdqkit.linting import lint
+from qdqkit.linting.catalog import Severity
 from qdqkit.trt.engine import Precision
-from tests.lint.graphs import G
+from tests.linting.graphs import G
 
 
 def codes(g: G, **kwargs: object) -> set[str]:

@@ -6,8 +6,8 @@ from collections.abc import Iterator
 
 import onnx_ir as ir
 
-from qdqkit.lint.context import LintContext, name_of
-from qdqkit.lint.result import Finding
+from qdqkit.linting.context import LintContext, name_of
+from qdqkit.linting.result import Finding
 from qdqkit.trt.engine import Precision
 from qdqkit.trt.predict.ops import AVERAGING_POOLS
 

@@ -8,8 +8,8 @@ from collections.abc import Iterator
 import onnx_ir as ir
 
 from qdqkit.core.qdq import is_dequantize, is_quantize
-from qdqkit.lint.context import LintContext, module_label, name_of
-from qdqkit.lint.result import Finding
+from qdqkit.linting.context import LintContext, module_label, name_of
+from qdqkit.linting.result import Finding
 from qdqkit.trt.predict.ops import ACTIVATIONS, is_default_domain
 
 _EPILOGUE_OPS = ACTIVATIONS | {"BatchNormalization"}

@@ -1,4 +1,4 @@
-"""``qdqkit lint``: predict the TensorRT engine of a Q/DQ model and name every fusion breaker.
+"""``qdqkit lint`` and ``qdqkit.lint()``: predict the TensorRT engine, name every fusion breaker.
 
 ``lint(model, trt=..., target=..., engine=...)`` runs the engine predictor, then every check of the
 rule catalog (``catalog.RULES``) over the prediction, and returns findings grouped by rule with the
@@ -11,23 +11,21 @@ from __future__ import annotations
 import contextlib
 import gc
 import os
-import sys
-import types
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 import onnx_ir as ir
 
-from qdqkit.lint.catalog import RULES, Severity
-from qdqkit.lint.checks_concat_pool import check_concat, check_float_pool, check_maxpool_scales
-from qdqkit.lint.checks_model import check_model, check_unexplained_reformats
-from qdqkit.lint.checks_qdq import check_integer_ops, check_params, check_tensor_quantizers
-from qdqkit.lint.checks_residual import (
+from qdqkit.linting.catalog import RULES, Severity
+from qdqkit.linting.checks_concat_pool import check_concat, check_float_pool, check_maxpool_scales
+from qdqkit.linting.checks_model import check_model, check_unexplained_reformats
+from qdqkit.linting.checks_qdq import check_integer_ops, check_params, check_tensor_quantizers
+from qdqkit.linting.checks_residual import (
     check_add_inputs,
     check_int8_in_float_out,
     check_residual_fusion,
 )
-from qdqkit.lint.checks_weighted import (
+from qdqkit.linting.checks_weighted import (
     check_channel_alignment,
     check_deconv_activation,
     check_epilogue_qdq,
@@ -35,8 +33,8 @@ from qdqkit.lint.checks_weighted import (
     check_silu,
     check_weighted_quantization,
 )
-from qdqkit.lint.context import LintContext
-from qdqkit.lint.result import EngineSummary, Finding, LintResult, RuleGroup
+from qdqkit.linting.context import LintContext
+from qdqkit.linting.result import EngineSummary, Finding, LintResult, RuleGroup
 from qdqkit.trt.engine import EngineGraph, Precision
 from qdqkit.trt.predict import run_prediction
 
@@ -125,33 +123,12 @@ def lint(
         summary=summarize(prediction.engine), engine=prediction.engine,
     )
     if engine is not None:
-        from qdqkit.lint.compare import compare_engines
+        from qdqkit.linting.compare import compare_engines
         from qdqkit.trt.engine_json import read_engine_graph
 
         real = read_engine_graph(Path(engine))
         result.comparison = compare_engines(prediction.engine, real)
     return result
 
-
-class _CallableModule(types.ModuleType):
-    """``qdqkit.lint`` is both this package and the public function.
-
-    Importing any ``qdqkit.lint.*`` module binds the package to the name ``qdqkit.lint``, shadowing
-    the lazily exported function; making the package callable keeps ``qdqkit.lint(model)`` working
-    in every import order.
-    """
-
-    def __call__(
-        self,
-        model: ir.Model | str | os.PathLike[str],
-        *,
-        trt: str = "8.6",
-        target: str = "gpu",
-        engine: str | os.PathLike[str] | None = None,
-    ) -> LintResult:
-        return lint(model, trt=trt, target=target, engine=engine)
-
-
-sys.modules[__name__].__class__ = _CallableModule
 
 __all__ = ["RULES", "LintResult", "Severity", "lint"]

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from qdqkit.core.qdq import is_dequantize
-from qdqkit.lint.context import LintContext, module_label, name_of
-from qdqkit.lint.result import Finding
+from qdqkit.linting.context import LintContext, module_label, name_of
+from qdqkit.linting.result import Finding
 from qdqkit.trt.engine import LayerKind, Precision
 from qdqkit.trt.predict.fusion import chain_root, residual_owners
 from qdqkit.trt.predict.ops import is_plugin

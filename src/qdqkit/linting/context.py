@@ -8,8 +8,8 @@ from dataclasses import dataclass
 import onnx_ir as ir
 
 from qdqkit.core.qdq import QdqView, is_dequantize, is_quantize, node_label
-from qdqkit.lint.catalog import RULES_BY_CODE
-from qdqkit.lint.result import Finding
+from qdqkit.linting.catalog import RULES_BY_CODE
+from qdqkit.linting.result import Finding
 from qdqkit.trt.engine import EngineLayer
 from qdqkit.trt.predict import Prediction
 from qdqkit.trt.predict.fusion import Block

@@ -10,8 +10,8 @@ import onnx_ir as ir
 import pytest
 
 from qdqkit.examples.builder import NetBuilder, build_qdq, demo_network, resnet_block
-from qdqkit.lint import lint
-from tests.lint.graphs import G, every_node_is_accounted_for
+from qdqkit.linting import lint
+from tests.linting.graphs import G, every_node_is_accounted_for
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 

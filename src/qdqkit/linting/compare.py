@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 
-from qdqkit.lint.result import Disagreement, EngineComparison
+from qdqkit.linting.result import Disagreement, EngineComparison
 from qdqkit.trt.engine import EngineGraph, EngineLayer, LayerKind
 
 _CONV_KINDS = (LayerKind.CONVOLUTION, LayerKind.DECONVOLUTION)

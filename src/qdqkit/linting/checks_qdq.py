@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from qdqkit.core.qdq import is_dequantize
-from qdqkit.lint.catalog import Severity
-from qdqkit.lint.context import LintContext, name_of
-from qdqkit.lint.result import Finding
+from qdqkit.linting.catalog import Severity
+from qdqkit.linting.context import LintContext, name_of
+from qdqkit.linting.result import Finding
 
 _INTEGER_OPS = frozenset({"QLinearConv", "QLinearMatMul", "ConvInteger", "MatMulInteger",
                           "QLinearAdd", "QLinearMul", "QLinearConcat"})

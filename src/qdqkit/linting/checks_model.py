@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from qdqkit.lint.context import LintContext, name_of, plural
-from qdqkit.lint.result import Finding
+from qdqkit.linting.context import LintContext, name_of, plural
+from qdqkit.linting.result import Finding
 from qdqkit.trt.engine import Precision
 from qdqkit.trt.predict.ops import is_plugin
 

@@ -10,8 +10,8 @@ import pytest
 
 from qdqkit.cli import main
 from qdqkit.examples.resnet import resnet18_qdq
-from qdqkit.lint.catalog import RULES
-from tests.lint.graphs import G
+from qdqkit.linting.catalog import RULES
+from tests.linting.graphs import G
 
 TREX = Path(__file__).resolve().parents[1] / "fixtures" / "trex-resnet18-a100"
 
@@ -116,7 +116,7 @@ def test_catalog_is_consistent() -> None:
 
 def test_qdqkit_lint_is_callable_in_any_import_order() -> None:
     import qdqkit
-    import qdqkit.lint.catalog  # binds the package to the name qdqkit.lint
+    import qdqkit.linting.catalog  # binds the package to the name qdqkit.linting
 
     g = G()
     g.output(g.conv(g.input("x", [1, 32, 8, 8]), 32, 32, quantize_weight=False))
