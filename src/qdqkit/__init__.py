@@ -16,6 +16,17 @@ _API = {
     "QdqkitError": "qdqkit.core.errors:QdqkitError",
     "load_model": "qdqkit.core.model_io:load_model",
     "inspect_model": "qdqkit.inspect:inspect_model",
+    "lint": "qdqkit.linting:lint",
+    "predict_engine": "qdqkit.trt.predict:predict_engine",
+    "translate": "qdqkit.translate.api:translate",
+    "translate_model": "qdqkit.translate.api:translate_model",
+    "TranslateOptions": "qdqkit.translate.api:TranslateOptions",
+    "verify": "qdqkit.verify:verify",
+    "read_engine_graph": "qdqkit.trt.engine_json:read_engine_graph",
+    "report_engine": "qdqkit.engine.report:report_engine",
+    "draw_engine": "qdqkit.engine.draw:draw_engine",
+    "diff_engines": "qdqkit.engine.diff:diff_engines",
+    "build_engine": "qdqkit.engine.build:build_engine",
 }
 
 __all__ = ["__version__", *sorted(_API)]

@@ -17,6 +17,11 @@ from qdqkit.core.errors import QdqkitError
 # One line per command module; the order is the order ``qdqkit --help`` lists them.
 COMMAND_MODULES = (
     "qdqkit.cli.inspect_cmd",
+    "qdqkit.cli.lint_cmd",
+    "qdqkit.cli.translate_cmd",
+    "qdqkit.cli.verify_cmd",
+    "qdqkit.cli.demo_cmd",
+    "qdqkit.cli.engine_cmd",
 )
 
 

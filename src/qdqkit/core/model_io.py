@@ -15,6 +15,7 @@ import onnx
 import onnx_ir as ir
 from google.protobuf.message import DecodeError
 
+from qdqkit.core import lazy_proto
 from qdqkit.core.atomic import OutputSet
 from qdqkit.core.errors import ModelLoadError
 
@@ -22,8 +23,12 @@ from qdqkit.core.errors import ModelLoadError
 _PROTOBUF_LIMIT_BYTES = 2_000_000_000 - 64 * 1024 * 1024
 
 
-def load_model(path: str | os.PathLike[str]) -> ir.Model:
-    """Load ``path`` as an onnx-ir model, or raise ``ModelLoadError`` saying what is wrong."""
+def load_model(path: str | os.PathLike[str], *, lazy_weights: bool = False) -> ir.Model:
+    """Load ``path`` as an onnx-ir model, or raise ``ModelLoadError`` saying what is wrong.
+
+    With ``lazy_weights``, initializers of 1 MiB and more are not read into memory: they become
+    references into the model file, mapped only when used (see ``core.lazy_proto``).
+    """
     model_path = Path(path)
     if not model_path.exists():
         raise ModelLoadError(f"{model_path}: no such file")
@@ -32,7 +37,9 @@ def load_model(path: str | os.PathLike[str]) -> ir.Model:
     if model_path.stat().st_size == 0:
         raise ModelLoadError(f"{model_path}: the file is empty")
     try:
-        model = ir.load(model_path)
+        model = (lazy_proto.load_lazily(model_path) if lazy_weights else None) or _load_whole(
+            model_path
+        )
     except (DecodeError, ValueError, RuntimeError, OSError) as exc:
         raise ModelLoadError(
             f"{model_path}: not a readable ONNX model (truncated, corrupt or another format): "
@@ -45,6 +52,13 @@ def load_model(path: str | os.PathLike[str]) -> ir.Model:
     _check_graph(model, model_path)
     check_external_data(model, model_path)
     return model
+
+
+def _load_whole(model_path: Path) -> ir.Model:
+    # As ir.load, minus its own pass over every tensor to set the external-data folder:
+    # check_external_data visits the same tensors anyway and sets it there.
+    proto = onnx.load(model_path, load_external_data=False)
+    return ir.serde.deserialize_model(proto)
 
 
 def _first_line(exc: BaseException) -> str:
@@ -63,16 +77,23 @@ def _check_graph(model: ir.Model, model_path: Path) -> None:
 
 def _external_tensors(model: ir.Model) -> list[ir.ExternalTensor]:
     found: list[ir.ExternalTensor] = []
-    for graph in (model.graph, *model.graph.subgraphs()):
+    # One walk over the nodes finds both tensor attributes and subgraphs (graph.subgraphs()
+    # would walk them a second time).
+    pending: list[ir.Graph] = [model.graph]
+    while pending:
+        graph = pending.pop(0)
         for value in graph.initializers.values():
             if isinstance(value.const_value, ir.ExternalTensor):
                 found.append(value.const_value)
         for node in graph:
             for attr in node.attributes.values():
-                if attr.type == ir.AttributeType.TENSOR and isinstance(
-                    attr.value, ir.ExternalTensor
-                ):
+                kind = attr.type
+                if kind == ir.AttributeType.TENSOR and isinstance(attr.value, ir.ExternalTensor):
                     found.append(attr.value)
+                elif kind == ir.AttributeType.GRAPH:
+                    pending.append(attr.value)
+                elif kind == ir.AttributeType.GRAPHS:
+                    pending.extend(attr.value)
     return found
 
 
@@ -81,6 +102,7 @@ def check_external_data(model: ir.Model, model_path: Path) -> None:
     folder = model_path.resolve().parent
     sizes: dict[Path, int] = {}
     for tensor in _external_tensors(model):
+        tensor.base_dir = folder
         location = Path(tensor.location)
         where = f"{model_path}: tensor '{tensor.name}' keeps its data in '{tensor.location}'"
         if location.is_absolute():
@@ -120,7 +142,15 @@ def stage_model(outputs: OutputSet, model: ir.Model, target: Path) -> None:
     """
     target = Path(target)
     if model_size_bytes(model) < _PROTOBUF_LIMIT_BYTES:
-        outputs.stage_writer(target, lambda tmp: ir.save(model, tmp))
+        if lazy_proto.needs_streaming(model):
+            # Large or external weights are streamed to the file instead of copied into a proto.
+            def stream(tmp: Path) -> None:
+                with open(tmp, "wb") as f:
+                    lazy_proto.write_streaming(model, f)
+
+            outputs.stage_writer(target, stream)
+        else:
+            outputs.stage_writer(target, lambda tmp: ir.save(model, tmp))
         return
     data_name = target.name + ".data"
 

@@ -1,0 +1,165 @@
+"""StripQdqPairs: remove every QuantizeLinear/DequantizeLinear, keeping activation scales aside.
+
+Rules:
+1. ``x -> Q -> DQ(s) -> ...``: every use of each DQ output reads ``x`` instead; if ``x`` is not a
+   constant, its scale ``s`` is recorded in the scale table (a float weight simply stays float).
+2. ``int8/int32 constant -> DQ``: the DQ is folded into a float initializer ``(q - zp) * scale``;
+   ``graph input -> DQ``: the input becomes a float input carrying the DQ's scale.
+3. A DQ output that is a graph output keeps its name: ``x`` is renamed to it, or an Identity is
+   inserted when ``x`` is itself a graph input or output.
+
+The caller has already refused what implicit INT8 cannot carry (see ``translate.extract``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx_ir as ir
+
+from qdqkit.core.constants import constant_array, constant_source
+from qdqkit.core.qdq import QdqView, is_quantize, node_label
+from qdqkit.passes.scales import ScaleOrigin, ScaleTable
+
+# Readers that only look at a tensor's shape: quantizing the tensor changes nothing for them.
+_SHAPE_ONLY_READERS = frozenset({"Shape", "Size"})
+
+
+def dequantized_array(view: QdqView, dq: ir.Node, out_dtype: np.dtype) -> np.ndarray:
+    """The float value a constant-input DQ produces, computed in float64 then cast once."""
+    params = view.params(dq)
+    data = constant_array(dq.inputs[0])
+    if params is None or data is None:
+        raise ValueError(f"DequantizeLinear {node_label(dq)} has no constant input")
+    values = np.asarray(data).astype(np.float64)
+    scale = params.scale.astype(np.float64)
+    zero = (
+        np.zeros_like(scale) if params.zero_point is None
+        else np.asarray(params.zero_point).astype(np.float64)
+    )
+    if params.per_channel and params.axis is not None and values.ndim > 0:
+        axis = params.axis % values.ndim
+        shape = [1] * values.ndim
+        shape[axis] = -1
+        scale, zero = scale.reshape(shape), zero.reshape(shape)
+    return ((values - zero) * scale).astype(out_dtype)
+
+
+def _float_dtype(view: QdqView, dq: ir.Node) -> np.dtype:
+    params = view.params(dq)
+    if params is not None and params.scale_dtype in (ir.DataType.FLOAT16, ir.DataType.DOUBLE):
+        return np.dtype(params.scale_dtype.numpy())
+    return np.dtype(np.float32)
+
+
+class StripQdqPairs(ir.passes.InPlacePass):
+    """Remove all Q/DQ nodes; record activation scales in ``scales``."""
+
+    def __init__(
+        self, scales: ScaleTable, constants: set[ir.Value] | None = None,
+        view: QdqView | None = None,
+    ) -> None:
+        super().__init__()
+        self.view = view
+        self.scales = scales
+        # Values computed only from constants (a TF Reshape of a weight): quantizing one is
+        # quantizing a weight, which TensorRT redoes itself, so it gets no activation scale.
+        self.constants = constants or set()
+        self.removed = 0
+        self.conflicts: list[str] = []
+        # Activations the Q/DQ model reads both quantized and directly; implicit INT8 has one
+        # scale per tensor, so after translation every reader sees the quantized values.
+        self.mixed_readers: dict[ir.Value, list[str]] = {}
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        graph = model.graph
+        view = self.view if self.view is not None and self.view.graph is graph else QdqView(graph)
+        for q in view.quantize_nodes:
+            x = q.inputs[0]
+            if x is None or x in self.mixed_readers or x in self.constants:
+                continue
+            direct = [
+                node_label(u.node) for u in x.uses()
+                if not is_quantize(u.node) and u.node.op_type not in _SHAPE_ONLY_READERS
+            ]
+            if direct and constant_source(x) is None:
+                self.mixed_readers[x] = direct
+        for dq in view.dequantize_nodes:
+            self._strip_dequantize(graph, view, dq)
+        for q in view.quantize_nodes:
+            if not q.outputs[0].uses() and not q.outputs[0].is_graph_output():
+                graph.remove(q, safe=True)
+                self.removed += 1
+        return ir.passes.PassResult(model, modified=self.removed > 0)
+
+    def _strip_dequantize(self, graph: ir.Graph, view: QdqView, dq: ir.Node) -> None:
+        x = dq.inputs[0]
+        assert x is not None
+        q = view.quantize_of(dq)
+        if q is not None:
+            source = q.inputs[0]
+            assert source is not None
+            if constant_source(source) is None and source not in self.constants:
+                params = view.params(q)
+                assert params is not None
+                self._record(source, params.scalar_scale, q)
+            self._reroute(graph, dq, source)
+            return
+        if constant_source(x) is not None:
+            array = dequantized_array(view, dq, _float_dtype(view, dq))
+            weight = ir.Value(name=None, const_value=ir.Tensor(array))
+            self._reroute(graph, dq, weight, initializer=True)
+            return
+        if x.is_graph_input():
+            params = view.params(dq)
+            assert params is not None
+            x.dtype = ir.DataType.from_numpy(_float_dtype(view, dq))
+            self._record(x, params.scalar_scale, dq)
+            self._reroute(graph, dq, x)
+            return
+        raise AssertionError(f"unexpected DequantizeLinear {node_label(dq)}")
+
+    def _record(self, value: ir.Value, scale: float, node: ir.Node) -> None:
+        known = self.scales.entry(value)
+        if known is None:
+            self.scales.set(value, scale, ScaleOrigin.QDQ, node_label(node))
+        elif known.scale != scale:
+            # One tensor, one INT8 scale in implicit mode: keep the first, say so.
+            self.conflicts.append(
+                f"'{value.name}' is quantized by '{known.source}' (scale {known.scale:.9g}) and by "
+                f"'{node_label(node)}' (scale {scale:.9g}); the cache keeps the first"
+            )
+
+    def _reroute(
+        self, graph: ir.Graph, dq: ir.Node, replacement: ir.Value, initializer: bool = False
+    ) -> None:
+        out = dq.outputs[0]
+        name = out.name
+        was_output = out.is_graph_output()
+        # A graph output keeps its name and needs a producer of its own when the replacement is a
+        # graph input, another graph output or a constant.
+        needs_identity = was_output and (
+            initializer or replacement.is_graph_input() or replacement.is_graph_output()
+            or replacement.producer() is None
+        )
+        if needs_identity:
+            identity = ir.Node("", "Identity", inputs=[replacement], name=f"{name}_identity")
+            out.replace_all_uses_with(identity.outputs[0], replace_graph_outputs=True)
+            graph.insert_after(dq, identity)
+            graph.remove(dq, safe=True)
+            identity.outputs[0].name = name
+            identity.outputs[0].type = out.type
+            identity.outputs[0].shape = out.shape
+        else:
+            out.replace_all_uses_with(replacement, replace_graph_outputs=True)
+            graph.remove(dq, safe=True)
+            if was_output:
+                replacement.name = name
+                if replacement.type is None:
+                    replacement.type = out.type
+                if replacement.shape is None:
+                    replacement.shape = out.shape
+        if initializer:
+            replacement.name = f"{name}_float" if needs_identity else name
+            graph.register_initializer(replacement)
+        self.removed += 1
+

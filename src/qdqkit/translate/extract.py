@@ -1,0 +1,277 @@
+"""Check what implicit INT8 can carry before anything is rewritten, and compare weight scales.
+
+TensorRT's implicit INT8 has one symmetric, per-tensor, 8-bit scale per activation tensor, and
+computes weight scales itself. So we refuse: non-zero activation zero points, per-channel activation
+scales, int4/fp8/int16/blocked Q/DQ (policy: refuse the model and name every such node, rather than
+silently dequantize part of it), scales computed at run time, Q outputs read by anything but a DQ,
+and DQs of computed integer tensors. int32 DQ on constants (biases) are fine: they fold to float.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import onnx_ir as ir
+
+from qdqkit.core.constants import constant_array, constant_source
+from qdqkit.core.errors import ModelLoadError, UnsupportedModelError
+from qdqkit.core.lazy_proto import release_mapped
+from qdqkit.core.qdq import (
+    DqSource,
+    QdqView,
+    QuantParams,
+    dtype_label,
+    is_dequantize,
+    is_quantize,
+    node_label,
+    read_params,
+)
+from qdqkit.passes.fold_weight_path import evaluate_constant
+
+_MAX_LISTED = 5
+
+
+def _names(nodes: list[ir.Node]) -> str:
+    labels = [f"'{node_label(n)}'" for n in nodes[:_MAX_LISTED]]
+    more = f" and {len(nodes) - _MAX_LISTED} more" if len(nodes) > _MAX_LISTED else ""
+    return ", ".join(labels) + more
+
+
+def _is_activation(view: QdqView, node: ir.Node, constants: set[ir.Value]) -> bool:
+    if is_dequantize(node):
+        source = view.dq_source(node)
+        if source == DqSource.QUANTIZE:
+            q = view.quantize_of(node)
+            return q is not None and _is_activation(view, q, constants)
+        return source == DqSource.GRAPH_INPUT
+    return not view.is_weight_quantize(node) and node.inputs[0] not in constants
+
+
+def check_initializer_data(graph: ir.Graph, where: str) -> None:
+    """Refuse initializers whose stored bytes do not match their shape (a truncated writer)."""
+    for value in graph.initializers.values():
+        tensor = value.const_value
+        if not isinstance(tensor, ir.serde.TensorProtoTensor):
+            continue
+        proto = tensor.raw
+        # From the proto's own fields: going through tensor.shape costs ~20 us a tensor.
+        count = math.prod(proto.dims)
+        expected = (count * ir.DataType(proto.data_type).bitwidth + 7) // 8
+        if proto.HasField("raw_data"):
+            stored = len(proto.raw_data)
+        else:
+            stored = expected if count == 0 or any(
+                len(getattr(proto, f)) for f in ("float_data", "int32_data", "int64_data",
+                                                 "double_data", "uint64_data", "string_data")
+            ) else 0
+        if stored != expected:
+            raise ModelLoadError(
+                f"{where}: initializer '{value.name}' holds {stored} bytes but its shape needs "
+                f"{expected}; the file is truncated or was written incompletely"
+            )
+
+
+_CONTROL_FLOW = frozenset({"If", "Loop", "Scan", "SequenceMap"})
+
+
+def check_no_qdq_in_subgraphs(graph: ir.Graph, where: str) -> None:
+    """Q/DQ inside If/Loop bodies would survive translation; refuse rather than leave them."""
+    for node in graph:
+        if node.op_type not in _CONTROL_FLOW:
+            continue
+        for attr in node.attributes.values():
+            bodies = [attr.value] if attr.type == ir.AttributeType.GRAPH else (
+                list(attr.value) if attr.type == ir.AttributeType.GRAPHS else [])
+            for body in bodies:
+                inner = [n for n in ir.traversal.RecursiveGraphIterator(body)
+                         if is_quantize(n) or is_dequantize(n)]
+                if inner:
+                    raise UnsupportedModelError(
+                        f"{where}: {node.op_type} '{node_label(node)}' has Q/DQ inside its body "
+                        f"(e.g. '{node_label(inner[0])}'); translate only handles the main graph"
+                    )
+
+
+def check_translatable(view: QdqView, where: str, constants: set[ir.Value]) -> list[str]:
+    """Raise UnsupportedModelError for what implicit INT8 cannot carry; return warnings."""
+    check_no_qdq_in_subgraphs(view.graph, where)
+    if view.qdq_count == 0:
+        raise UnsupportedModelError(
+            f"{where}: the model has no QuantizeLinear/DequantizeLinear nodes, so there are no "
+            "scales to translate; quantize it first"
+        )
+    unreadable = view.unreadable()
+    if unreadable:
+        raise UnsupportedModelError(
+            f"{where}: Q/DQ {_names(unreadable)} have scales or zero points computed at run time; "
+            "fold them to constants first"
+        )
+    nodes = view.quantize_nodes + view.dequantize_nodes
+    wrong_type = []
+    for n in nodes:
+        params = view.params(n)
+        assert params is not None
+        bias_like = (
+            is_dequantize(n) and params.quant_dtype == ir.DataType.INT32
+            and view.dq_source(n) == DqSource.CONSTANT
+        )
+        if not params.int8_compatible and not bias_like:
+            wrong_type.append(n)
+    if wrong_type:
+        kinds = sorted({_kind(view, n) for n in wrong_type})
+        raise UnsupportedModelError(
+            f"{where}: Q/DQ {_names(wrong_type)} use {', '.join(kinds)}, which TensorRT implicit "
+            "INT8 cannot carry (it has only per-tensor 8-bit activation scales); keep this model on "
+            "explicit quantization or re-quantize those tensors to int8"
+        )
+    activations = [n for n in nodes if _is_activation(view, n, constants)]
+    per_channel = [n for n in activations if view.params(n).per_channel]  # type: ignore[union-attr]
+    if per_channel:
+        raise UnsupportedModelError(
+            f"{where}: Q/DQ {_names(per_channel)} quantize activations per channel; implicit INT8 "
+            "has one scale per tensor, so re-quantize those activations per tensor"
+        )
+    nonzero = [n for n in activations if not view.params(n).zero_point_is_zero]  # type: ignore[union-attr]
+    if nonzero:
+        raise UnsupportedModelError(
+            f"{where}: Q/DQ {_names(nonzero)} have non-zero zero points; TensorRT INT8 is "
+            "symmetric, so re-quantize with symmetric activations (e.g. onnxruntime "
+            "extra_options={'ActivationSymmetric': True} with QInt8)"
+        )
+    _check_structure(view, where)
+    return [
+        f"'{node_label(n)}' quantizes to uint8; TensorRT reads it as int8 with the same scale, so "
+        "values above 127 * scale clip"
+        for n in view.quantize_nodes
+        if view.params(n).quant_dtype == ir.DataType.UINT8 and _is_activation(view, n, constants)  # type: ignore[union-attr]
+    ]
+
+
+def _kind(view: QdqView, node: ir.Node) -> str:
+    params = view.params(node)
+    assert params is not None
+    if params.blocked:
+        return f"blocked {dtype_label(params.quant_dtype)}"
+    return dtype_label(params.quant_dtype)
+
+
+def _check_structure(view: QdqView, where: str) -> None:
+    for q in view.quantize_nodes:
+        out = q.outputs[0]
+        readers = [u.node for u in out.uses() if not is_dequantize(u.node)]
+        if readers or out.is_graph_output():
+            what = f"'{node_label(readers[0])}'" if readers else "a graph output"
+            raise UnsupportedModelError(
+                f"{where}: QuantizeLinear '{node_label(q)}' feeds {what} directly, not a "
+                "DequantizeLinear; an integer tensor cannot be expressed in implicit INT8"
+            )
+        params = view.params(q)
+        for dq in view.dequantizers_of(q):
+            dq_params = view.params(dq)
+            assert params is not None and dq_params is not None
+            same = dq_params.scale.shape == params.scale.shape and np.array_equal(
+                dq_params.scale.astype(np.float64), params.scale.astype(np.float64)
+            )
+            if not same:
+                raise UnsupportedModelError(
+                    f"{where}: QuantizeLinear '{node_label(q)}' and DequantizeLinear "
+                    f"'{node_label(dq)}' use different scales; a pair must share one scale"
+                )
+    for dq in view.dequantize_nodes:
+        source = view.dq_source(dq)
+        if source == DqSource.OTHER:
+            raise UnsupportedModelError(
+                f"{where}: DequantizeLinear '{node_label(dq)}' reads a computed integer tensor; "
+                "only Q->DQ pairs, integer constants and integer graph inputs can be translated"
+            )
+        if source == DqSource.GRAPH_INPUT:
+            x = dq.inputs[0]
+            assert x is not None
+            if any(not is_dequantize(u.node) for u in x.uses()):
+                raise UnsupportedModelError(
+                    f"{where}: graph input '{x.name}' is read both through DequantizeLinear "
+                    f"'{node_label(dq)}' and directly; it cannot become a float input"
+                )
+
+
+@dataclass
+class WeightScaleMismatch:
+    node: str
+    weight: str
+    max_relative_difference: float
+
+
+def _output_channel_axis(node: ir.Node, rank: int) -> int:
+    if node.op_type == "ConvTranspose":
+        return 1
+    if node.op_type == "Gemm":
+        trans_b = node.attributes.get("transB")
+        return 0 if trans_b is not None and trans_b.as_int() else 1
+    if node.op_type == "MatMul":
+        return rank - 1
+    return 0
+
+
+def weight_scale_mismatches(view: QdqView, tolerance: float = 2e-3) -> list[WeightScaleMismatch]:
+    """Weights whose Q/DQ scales are not TensorRT's per-channel max|w|/127 (it recomputes them)."""
+    found: list[WeightScaleMismatch] = []
+    for node in view.weighted_nodes:
+        index = view.weight_index(node)
+        ref = view.weight_ref(node, index) if index is not None else None
+        if ref is None:
+            for slot in (index,) if index is not None else (1, 0):
+                w, scale_params = _weight_behind_ops(node, slot)
+                if w is not None and scale_params is not None:
+                    _compare(found, node, node.inputs[slot], w, scale_params.scale, tolerance)
+                    break
+            continue
+        if ref is None or ref.params is None or ref.path or ref.dequantize is None:
+            continue
+        if ref.quantize is not None:
+            w = constant_array(ref.source)
+        else:
+            from qdqkit.passes.strip_qdq import dequantized_array
+
+            w = dequantized_array(view, ref.dequantize, np.dtype(np.float64))
+        if w is None or w.ndim == 0 or constant_source(ref.source) is None:
+            continue
+        _compare(found, node, ref.source, w, ref.params.scale, tolerance)
+        del w
+        release_mapped(ref.source)
+    return found
+
+
+def _weight_behind_ops(node: ir.Node, index: int) -> tuple[np.ndarray | None, QuantParams | None]:
+    """A weight spelled ``constant -> Reshape/Transpose... -> Q -> DQ -> op`` (TF, onnxruntime)."""
+    value = node.inputs[index] if index < len(node.inputs) else None
+    dq = value.producer() if value is not None else None
+    if dq is None or not is_dequantize(dq) or dq.inputs[0] is None:
+        return None, None
+    q = dq.inputs[0].producer()
+    if q is None or not is_quantize(q):
+        return None, None
+    return evaluate_constant(q.inputs[0]), read_params(q)
+
+
+def _compare(
+    found: list[WeightScaleMismatch], node: ir.Node, source: ir.Value | None, w: np.ndarray,
+    scales: np.ndarray, tolerance: float,
+) -> None:
+    w = np.asarray(w, dtype=np.float64)
+    if w.ndim == 0:
+        return
+    axis = _output_channel_axis(node, w.ndim)
+    amax = np.abs(np.moveaxis(w, axis, 0).reshape(w.shape[axis], -1)).max(axis=1)
+    expected = amax / 127.0
+    scale = scales.astype(np.float64).reshape(-1)
+    if scale.size not in (1, expected.size):
+        rel = float("inf")
+    else:
+        scale = np.broadcast_to(scale, expected.shape)
+        live = expected > 0
+        rel = float(np.max(np.abs(scale[live] - expected[live]) / expected[live])) if live.any() else 0.0
+    if rel > tolerance:
+        name = source.name if source is not None and source.name else ""
+        found.append(WeightScaleMismatch(node_label(node), name, rel))

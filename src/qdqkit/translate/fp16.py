@@ -1,0 +1,91 @@
+"""Choose the layers that must run FP16: the readers of every float tensor left without a scale.
+
+TensorRT's implicit INT8 runs a layer INT8 only if its tensors have scales; a reader of an unscaled
+tensor falls back to FP16 (with ``--fp16``), and ``--layerPrecisions name:fp16`` makes that explicit
+rather than leaving the choice to the builder. Constant-derived and non-float tensors (shapes,
+indices, masks) never need a scale and are skipped. Names are unique and non-empty.
+
+With ``add_unary``, a Conv output that feeds only one two-input Add whose *other* input has a real
+scale gets scale 1.0 instead (the DLA compiler then fuses Conv+Add in INT8); never both Add inputs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import onnx_ir as ir
+
+from qdqkit.passes.scales import ScaleOrigin, ScaleTable
+
+FLOAT_TYPES = frozenset({ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.BFLOAT16,
+                         ir.DataType.DOUBLE})
+_NON_FLOAT_OPS = frozenset({
+    "Shape", "Size", "NonZero", "ArgMax", "ArgMin", "Equal", "Less", "Greater", "LessOrEqual",
+    "GreaterOrEqual", "Not", "And", "Or", "Xor", "IsNaN", "IsInf", "Range",
+})
+
+
+@dataclass
+class Fp16Selection:
+    nodes: list[str] = field(default_factory=list)
+    unscaled_tensors: list[str] = field(default_factory=list)
+    unary_tensors: list[str] = field(default_factory=list)
+
+
+def _classify(graph: ir.Graph) -> tuple[set[ir.Value], set[ir.Value]]:
+    """(constant-derived values, non-float values), in one forward sweep."""
+    constant: set[ir.Value] = set(graph.initializers.values())
+    non_float: set[ir.Value] = {
+        v for v in (*graph.inputs, *constant) if v.dtype is not None and v.dtype not in FLOAT_TYPES
+    }
+    for node in graph:
+        inputs = [v for v in node.inputs if v is not None]
+        all_const = all(v in constant for v in inputs)
+        for out in node.outputs:
+            if all_const and node.op_type not in ("RandomNormal", "RandomUniform"):
+                constant.add(out)
+            if out.dtype is not None:
+                if out.dtype not in FLOAT_TYPES:
+                    non_float.add(out)
+            elif node.op_type in _NON_FLOAT_OPS or (
+                node.op_type == "Cast"
+                and ir.DataType(node.attributes["to"].as_int()) not in FLOAT_TYPES
+            ) or (inputs and node.op_type != "Cast" and all(v in non_float for v in inputs)):
+                non_float.add(out)
+    return constant, non_float
+
+
+def _unary_candidate(value: ir.Value, scales: ScaleTable) -> bool:
+    producer = value.producer()
+    uses = list(value.uses())
+    if producer is None or producer.op_type != "Conv" or len(uses) != 1 or value.is_graph_output():
+        return False
+    add = uses[0].node
+    if add.op_type != "Add" or len(add.inputs) != 2:
+        return False
+    other = add.inputs[1 - uses[0].idx]
+    entry = scales.entry(other) if other is not None and other is not value else None
+    return entry is not None and entry.origin is not ScaleOrigin.UNARY
+
+
+def select_fp16_nodes(graph: ir.Graph, scales: ScaleTable, add_unary: bool = False) -> Fp16Selection:
+    constant, non_float = _classify(graph)
+    selection = Fp16Selection()
+    listed: dict[str, None] = {}
+    candidates = list(graph.inputs) + [out for node in graph for out in node.outputs]
+    for value in candidates:
+        if value in scales or value in constant or value in non_float:
+            continue
+        if not value.uses() and not value.is_graph_output():
+            continue  # an unused extra output (e.g. BN's training outputs)
+        if add_unary and _unary_candidate(value, scales):
+            scales.set(value, 1.0, ScaleOrigin.UNARY, "Conv feeding Add: DLA unary scale")
+            selection.unary_tensors.append(value.name or "")
+            continue
+        selection.unscaled_tensors.append(value.name or "")
+        for use in value.uses():
+            name = use.node.name
+            if name and name not in listed:
+                listed[name] = None
+    selection.nodes = list(listed)
+    return selection

@@ -1,0 +1,92 @@
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import onnx
+import pytest
+
+from qdqkit.cli import main
+from qdqkit.examples.builder import demo_network
+
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "translate"
+
+
+def test_reference_spellings_work(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    model = FIXTURES / "torch_fq_qat.onnx"
+    code = main([
+        "translate", "--input_onnx_models", str(model), "--output_dir", str(tmp_path),
+        "--trt_calib_version", "100300", "--infer_average_pool_scales", "--infer_concat_scales",
+        "--infer_mul_scales", "--calibration_type", "histogram",
+        "--addtl_ops_to_infer_adjacent_scales", "Identity", "Clip", "--rename_node_outputs",
+        "--add_unary_ew_scales_for_dla", "--verbose",
+    ])
+    assert code == 0
+    assert "translated" in capsys.readouterr().out
+    cache = (tmp_path / "torch_fq_qat_precision_config_calib.cache").read_text()
+    assert cache.startswith("TRT-100300-EntropyCalibration2\n")
+
+
+def test_kebab_aliases_several_models_and_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    built = tmp_path / "built.onnx"
+    onnx.save(demo_network("modelopt"), built)
+    code = main(["translate", "-i", str(built), str(FIXTURES / "torch_fq_qat.onnx"), "-o",
+                 str(tmp_path / "out"), "--infer-concat-scales", "--trt-calib-version", "8601",
+                 "--json"])
+    assert code == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert [s["qdq_left"] for s in summary] == [0, 0]
+    assert len(list((tmp_path / "out").iterdir())) == 8
+
+
+@pytest.mark.parametrize(
+    "args,needle",
+    [(["--trt_calib_version", "8.6.1"], "TensorRT version"),
+     (["-i", "missing.onnx"], "no such file")],
+)
+def test_errors_are_one_line_exit_2(args: list[str], needle: str, tmp_path: Path,
+                                    capsys: pytest.CaptureFixture[str]) -> None:
+    base = ["translate", "-o", str(tmp_path)]
+    if "-i" not in args:
+        base += ["-i", str(FIXTURES / "torch_fq_qat.onnx")]
+    assert main(base + args) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and needle in err and "Traceback" not in err
+
+
+def test_calibration_type_choices(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["translate", "-i", "m.onnx", "--calibration_type", "foo"])
+    capsys.readouterr()
+    model = FIXTURES / "mnist_ort_qdq.onnx"
+    mismatches = []
+    for kind in ("max", "hist"):
+        assert main(["translate", "-i", str(model), "-o", str(tmp_path / kind),
+                     f"--calibration_type={kind}", "--json"]) == 0
+        mismatches.append(json.loads(capsys.readouterr().out)["weight_scale_mismatches"])
+    # mnist's MatMul weight was quantized per tensor: max reports it, histogram skips the check
+    assert [m["node"] for m in mismatches[0]] == ["Times212"] and mismatches[1] == []
+
+
+def test_same_named_inputs_are_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    for sub in ("a", "b"):
+        (tmp_path / sub / "m.onnx").write_bytes((FIXTURES / "torch_fq_qat.onnx").read_bytes())
+    assert main(["translate", "-i", str(tmp_path / "a/m.onnx"), str(tmp_path / "b/m.onnx"),
+                 "-o", str(tmp_path / "out")]) == 2
+    assert "overwrite each other" in capsys.readouterr().err
+
+
+def test_verify_and_demo_commands(tmp_path: Path) -> None:
+    demo = subprocess.run([sys.executable, "-m", "qdqkit", "demo", "--dir", str(tmp_path)],
+                          capture_output=True, text=True, check=True)
+    assert "trtexec --onnx=" in demo.stdout and "SNR" in demo.stdout
+    model = tmp_path / "demo_trt_qat.onnx"
+    out = subprocess.run([sys.executable, "-m", "qdqkit", "verify", str(model),
+                          str(tmp_path / "translated"), "--json"],
+                         capture_output=True, text=True, check=True)
+    data = json.loads(out.stdout)
+    assert data["min_snr_db"] > 40 and data["outputs"][0]["name"] == "logits"
