@@ -28,7 +28,7 @@ import json, resource, sys, time
 mode, model, out = sys.argv[1:4]
 start = time.perf_counter()
 import onnx
-from qdqkit.translate import translate
+from qdqkit.translation import translate
 imported = time.perf_counter()
 if mode == "baseline":
     onnx.save(onnx.load(model), out + "/baseline.onnx")

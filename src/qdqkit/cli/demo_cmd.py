@@ -32,9 +32,9 @@ def run(args: argparse.Namespace) -> int:
     from qdqkit.cli.verify_cmd import render as render_verify
     from qdqkit.examples.builder import demo_network
     from qdqkit.inspect import inspect_model
-    from qdqkit.translate import translate
+    from qdqkit.translation import translate
     from qdqkit.trt.layer_args import trtexec_command
-    from qdqkit.verify import verify
+    from qdqkit.verification import verify
 
     folder = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="qdqkit-demo-"))
     folder.mkdir(parents=True, exist_ok=True)

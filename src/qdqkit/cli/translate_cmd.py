@@ -74,7 +74,7 @@ def _calibration_type(text: str) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from qdqkit.translate import TranslateOptions, translate
+    from qdqkit.translation import TranslateOptions, translate
     from qdqkit.trt.calib_cache import check_version
 
     # Only our own messages: onnx-ir logs every tensor at DEBUG.

@@ -26,7 +26,7 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from qdqkit.verify import verify
+    from qdqkit.verification import verify
 
     result = verify(
         args.qdq_model, args.translated_dir, args.inputs, seed=args.seed, samples=args.samples

@@ -24,8 +24,8 @@ from qdqkit.core.errors import QdqkitError
 from qdqkit.core.macs import infer_shapes
 from qdqkit.core.model_io import load_model
 from qdqkit.passes.scales import ScaleOrigin, ScaleTable
-from qdqkit.translate.fp16 import select_fp16_nodes
-from qdqkit.translate.writer import OutputPaths
+from qdqkit.translation.fp16 import select_fp16_nodes
+from qdqkit.translation.writer import OutputPaths
 from qdqkit.trt.calib_cache import read_calib_cache, scale_to_hex
 
 _WEIGHTED = ("Conv", "ConvTranspose", "Gemm", "MatMul")

@@ -12,8 +12,8 @@ import pytest
 from onnx import TensorProto
 from qdq_graphs import G, conv_block, qdq_count, run
 
-from qdqkit.translate import translate
-from qdqkit.verify import verify
+from qdqkit.translation import translate
+from qdqkit.verification import verify
 
 X = np.random.default_rng(1).uniform(-1, 1, size=(1, 4, 8, 8)).astype(np.float32)
 

@@ -17,9 +17,9 @@ from qdqkit.core.model_io import load_model
 from qdqkit.core.qdq import QdqView
 from qdqkit.examples.builder import demo_network
 from qdqkit.passes.fold_weight_path import constant_derived_values
-from qdqkit.translate import TranslateOptions, translate
+from qdqkit.translation import TranslateOptions, translate
 from qdqkit.trt.calib_cache import read_calib_cache, scale_to_hex
-from qdqkit.verify import verify
+from qdqkit.verification import verify
 
 
 def _built(style: str, tmp_path: Path) -> Path:

@@ -13,9 +13,9 @@ from hypothesis import strategies as st
 
 from qdqkit.core.errors import QdqkitError
 from qdqkit.examples.builder import demo_network
-from qdqkit.translate import translate
+from qdqkit.translation import translate
 from qdqkit.trt.calib_cache import format_calib_cache, read_calib_cache
-from qdqkit.verify import fake_quantize_weight, verify
+from qdqkit.verification import fake_quantize_weight, verify
 
 
 @pytest.fixture(scope="module")
@@ -87,7 +87,7 @@ def test_translate_then_reapply_scales_reproduces_the_qdq_model(
 
 
 def test_unary_scales_are_not_emulated_as_quantization(tmp_path: Path) -> None:
-    from qdqkit.translate import TranslateOptions
+    from qdqkit.translation import TranslateOptions
 
     source = tmp_path / "m.onnx"
     onnx.save(demo_network("trt"), source)

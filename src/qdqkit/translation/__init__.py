@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from qdqkit.translate.api import (
+from qdqkit.translation.api import (
     TranslateOptions,
     TranslateResult,
     Translation,

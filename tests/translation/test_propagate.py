@@ -10,7 +10,7 @@ import numpy as np
 import onnx
 from qdq_graphs import G
 
-from qdqkit.translate import TranslateOptions, translate
+from qdqkit.translation import TranslateOptions, translate
 
 
 def _scales(g: G, tmp_path: Path, **options: object) -> tuple[dict[str, float], list[str]]:

@@ -11,7 +11,7 @@ import pytest
 from qdq_graphs import FIXTURES, G, run
 
 from qdqkit.core.errors import QdqkitError
-from qdqkit.translate import translate
+from qdqkit.translation import translate
 
 NODE_TESTS = Path(__file__).parents[1] / "fixtures" / "onnx-node-tests"
 
@@ -112,7 +112,7 @@ def test_output_that_would_overwrite_the_input(tmp_path: Path) -> None:
 
 
 def test_nothing_half_written_when_a_late_step_fails(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    import qdqkit.translate.writer as writer
+    import qdqkit.translation.writer as writer
 
     def fail(nodes: object) -> str:
         raise QdqkitError("simulated failure while formatting the layer argument")

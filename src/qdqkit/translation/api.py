@@ -35,18 +35,18 @@ from qdqkit.passes.fold_weight_path import (
 from qdqkit.passes.name_nodes import NameUnnamedNodes, RenameNodeOutputs
 from qdqkit.passes.scales import ScaleOrigin, ScaleTable
 from qdqkit.passes.strip_qdq import StripQdqPairs
-from qdqkit.translate.extract import (
+from qdqkit.translation.extract import (
     WeightScaleMismatch,
     check_initializer_data,
     check_translatable,
     weight_scale_mismatches,
 )
-from qdqkit.translate.fp16 import select_fp16_nodes
-from qdqkit.translate.propagate import PropagationOptions, propagate_scales
-from qdqkit.translate.writer import OutputPaths, write_outputs
+from qdqkit.translation.fp16 import select_fp16_nodes
+from qdqkit.translation.propagate import PropagationOptions, propagate_scales
+from qdqkit.translation.writer import OutputPaths, write_outputs
 from qdqkit.trt.calib_cache import check_version
 
-log = logging.getLogger("qdqkit.translate")
+log = logging.getLogger("qdqkit.translation")
 
 
 @dataclass
