@@ -10,6 +10,7 @@ All look-ups use the graph's use-def links: building the view is linear in the n
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -116,14 +117,20 @@ def _attr_int(node: ir.Node, name: str, default: int) -> int:
     return attr.as_int() if attr is not None else default
 
 
-def read_params(node: ir.Node) -> QuantParams | None:
-    """The parameters of a Q or DQ node, or None if its scale is computed at run time."""
+def read_params(
+    node: ir.Node, constant_of: Callable[[ir.Value | None], np.ndarray | None] = constant_array
+) -> QuantParams | None:
+    """The parameters of a Q or DQ node, or None if its scale is computed at run time.
+
+    ``constant_of`` reads a constant input; ``QdqView`` passes a memoized one because a Q and its
+    DQ(s) normally share the same scale and zero-point values.
+    """
     scale_value = node.inputs[1] if len(node.inputs) > 1 else None
-    scale = constant_array(scale_value)
+    scale = constant_of(scale_value)
     if scale is None:
         return None
     zp_value = node.inputs[2] if len(node.inputs) > 2 else None
-    zero_point = constant_array(zp_value) if zp_value is not None else None
+    zero_point = constant_of(zp_value) if zp_value is not None else None
     if zp_value is not None and zero_point is None:
         return None
     quant_dtype = _quant_dtype(node, zp_value)
@@ -201,6 +208,7 @@ class QdqView:
         self.quantize_nodes: list[ir.Node] = []
         self.dequantize_nodes: list[ir.Node] = []
         self._params: dict[ir.Node, QuantParams | None] = {}
+        self._constants: dict[ir.Value, np.ndarray | None] = {}
         for node in graph:
             if is_quantize(node):
                 self.quantize_nodes.append(node)
@@ -208,7 +216,14 @@ class QdqView:
                 self.dequantize_nodes.append(node)
             else:
                 continue
-            self._params[node] = read_params(node)
+            self._params[node] = read_params(node, self._constant)
+
+    def _constant(self, value: ir.Value | None) -> np.ndarray | None:
+        if value is None:
+            return None
+        if value not in self._constants:
+            self._constants[value] = constant_array(value)
+        return self._constants[value]
 
     # ------------------------------------------------------------------ basic facts
     @property
@@ -217,7 +232,7 @@ class QdqView:
 
     def params(self, node: ir.Node) -> QuantParams | None:
         if node not in self._params:
-            self._params[node] = read_params(node)
+            self._params[node] = read_params(node, self._constant)
         return self._params[node]
 
     def unreadable(self) -> list[ir.Node]:

@@ -8,14 +8,13 @@ lists where the prediction and the real engine disagree.
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import os
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import onnx_ir as ir
 
+from qdqkit.core.gc_pause import paused_cyclic_gc
 from qdqkit.linting.catalog import RULES, Severity
 from qdqkit.linting.checks_concat_pool import check_concat, check_float_pool, check_maxpool_scales
 from qdqkit.linting.checks_model import check_model, check_unexplained_reformats
@@ -78,23 +77,6 @@ def summarize(engine: EngineGraph) -> EngineSummary:
     )
 
 
-@contextlib.contextmanager
-def paused_gc() -> Iterator[None]:
-    """Pause the cyclic garbage collector while a model's graph is built and walked.
-
-    Loading a model allocates one object per node and value, linked both ways; the collector
-    would rescan all of them again and again as they pile up, which makes large graphs
-    super-linear. Nothing cyclic is garbage until the model is dropped.
-    """
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
-
-
 def lint(
     model: ir.Model | str | os.PathLike[str],
     *,
@@ -104,7 +86,7 @@ def lint(
 ) -> LintResult:
     """Predict the engine of ``model`` and run every lint rule over it."""
     name = "<in-memory model>" if isinstance(model, ir.Model) else os.fspath(model)
-    with paused_gc():
+    with paused_cyclic_gc():
         prediction = run_prediction(model, trt=trt, target=target)
         ctx = LintContext(prediction)
         findings: list[Finding] = []
