@@ -85,3 +85,26 @@ def test_cli_bad_input_is_one_line_exit_2(tmp_path: Path) -> None:
     assert (
         proc.stderr.count("\n") == 1 and str(bad) in proc.stderr and "Traceback" not in proc.stderr
     )
+
+
+def test_onnxruntime_default_output_zero_points_and_reshaped_weight() -> None:
+    """onnxruntime's quantize_static defaults: asymmetric int8, a MatMul weight behind a Reshape."""
+    path = FIXTURES / "translate" / "mnist_ort_default.onnx"
+    proto = onnx.load(path)
+    inits = {i.name: onnx.numpy_helper.to_array(i) for i in proto.graph.initializer}
+    q_outputs = {n.output[0] for n in proto.graph.node if n.op_type == "QuantizeLinear"}
+    # Independent count: every Q with a non-zero zero point, plus every DQ that reads an
+    # initializer (a pre-quantized weight) with one; DQs fed by a Q repeat their Q's.
+    expected = sum(
+        1
+        for n in proto.graph.node
+        if n.op_type in ("QuantizeLinear", "DequantizeLinear")
+        and len(n.input) > 2
+        and inits[n.input[2]].any()
+        and not (n.op_type == "DequantizeLinear" and n.input[0] in q_outputs)
+    )
+    result = inspect_model(path)
+    assert len(result.zero_point_problems) == expected > 0
+    matmul = next(w for w in result.weighted_ops if w.op_type == "MatMul")
+    assert matmul.quantized and matmul.weight_style == "q-dq"
+    assert result.int8_mac_share == 1.0

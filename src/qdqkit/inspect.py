@@ -145,7 +145,9 @@ def inspect_model(model_or_path: ir.Model | str | os.PathLike[str]) -> InspectRe
         scale_types[f"{dtype_label(params.scale_dtype)} scales"] += 1
         role = _role(view, node, params)
         granularity[f"{role} {_granularity(view, node)}"] += 1
-        if params.zero_point is not None and not params.zero_point_is_zero:
+        # A DQ fed by a Q repeats its Q's zero point: report each quantized tensor once.
+        paired_dq = not is_quantize(node) and view.dq_source(node) is DqSource.QUANTIZE
+        if params.zero_point is not None and not params.zero_point_is_zero and not paired_dq:
             tensor = node.inputs[0].name if node.inputs[0] is not None else "?"
             zp_problems.append(
                 ZeroPointProblem(

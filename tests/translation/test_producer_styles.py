@@ -12,11 +12,10 @@ import onnx
 import pytest
 from qdq_graphs import FIXTURES, qdq_count
 
-from qdqkit.core.constants import constant_array
+from qdqkit.core.constants import constant_array, constant_derived_values
 from qdqkit.core.model_io import load_model
 from qdqkit.core.qdq import QdqView
 from qdqkit.examples.builder import demo_network
-from qdqkit.passes.fold_weight_path import constant_derived_values
 from qdqkit.translation import TranslateOptions, translate
 from qdqkit.trt.calib_cache import read_calib_cache, scale_to_hex
 from qdqkit.verification import verify

@@ -11,10 +11,10 @@ from typing import Any
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "demo",
-        help="build a small QAT-style model, then inspect, translate and verify it",
+        help="build a small QAT-style model, then inspect, lint, translate and verify it",
         description="Build a small QAT-style ResNet (TensorRT pytorch-quantization style) in a "
-        "temporary folder (or --dir), then run inspect, translate and verify on it and say where "
-        "the outputs are and what they show.",
+        "temporary folder (or --dir), then run inspect, lint, translate and verify on it and say "
+        "where the outputs are and what they show.",
     )
     parser.add_argument("--dir", help="folder to work in (default: a new temporary folder)")
     parser.add_argument(
@@ -28,10 +28,12 @@ def run(args: argparse.Namespace) -> int:
     import onnx
 
     from qdqkit.cli.inspect_cmd import render as render_inspect
+    from qdqkit.cli.lint_cmd import render as render_lint
     from qdqkit.cli.translate_cmd import render as render_translate
     from qdqkit.cli.verify_cmd import render as render_verify
     from qdqkit.examples.builder import demo_network
     from qdqkit.inspect import inspect_model
+    from qdqkit.linting import lint
     from qdqkit.translation import translate
     from qdqkit.trt.layer_args import trtexec_command
     from qdqkit.verification import verify
@@ -44,6 +46,9 @@ def run(args: argparse.Namespace) -> int:
     print()
     print(f"== qdqkit inspect {model_path}")
     print(render_inspect(inspect_model(model_path)))
+    print()
+    print(f"== qdqkit lint {model_path}   (the engine TensorRT 8.6 would build, and what slows it)")
+    print(render_lint(lint(model_path)))
     print()
     out_dir = folder / "translated"
     print(f"== qdqkit translate -i {model_path} -o {out_dir}")

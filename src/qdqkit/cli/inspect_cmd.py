@@ -8,6 +8,9 @@ from typing import Any
 from qdqkit.cli.output import print_json, table
 
 
+_MAX_LISTED = 8
+
+
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "inspect",
@@ -56,7 +59,11 @@ def render(result: Any) -> str:
         lines += _counts("granularity", result.granularity)
         if result.zero_point_problems:
             lines.append(f"zero-point problems ({len(result.zero_point_problems)}):")
-            lines += [f"  {p.node} on '{p.tensor}': {p.detail}" for p in result.zero_point_problems]
+            shown = result.zero_point_problems[:_MAX_LISTED]
+            lines += [f"  {p.node} on '{p.tensor}': {p.detail}" for p in shown]
+            if len(result.zero_point_problems) > len(shown):
+                rest = len(result.zero_point_problems) - len(shown)
+                lines.append(f"  ... and {rest} more (--json lists them all)")
         else:
             lines.append("zero points: all zero (symmetric, as TensorRT requires)")
         if result.unreadable_qdq:

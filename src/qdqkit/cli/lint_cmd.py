@@ -49,8 +49,13 @@ def run(args: argparse.Namespace) -> int:
     return result.exit_code
 
 
-def _giga(n: int | None) -> str:
-    return "?" if n is None else f"{n / 1e9:.2f} G"
+def _macs(n: int | None) -> str:
+    if n is None:
+        return "?"
+    for unit, size in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if n >= size:
+            return f"{n / size:.2f} {unit}"
+    return str(n)
 
 
 def render(result: Any, show_layers: bool = False) -> str:
@@ -83,7 +88,7 @@ def render(result: Any, show_layers: bool = False) -> str:
         f"  layers          {s.layers - s.reformats} compute, by input precision: {by_precision}",
         f"  INT8 outputs    {s.int8_output_layers} layers write INT8 (their Q fused)",
         f"  Reformats       {s.reformats} ({s.qdq_reformats} from Q/DQ nodes)",
-        f"  INT8 MACs       {share} of {_giga(s.total_macs)}",
+        f"  INT8 MACs       {share} of {_macs(s.total_macs)}",
         f"  elided nodes    {s.elided_nodes} (copies and Concats with no layer of their own)",
     ]
     if s.devices:

@@ -115,3 +115,20 @@ def _tensor_attr(attr: ir.Attr) -> ir.TensorProtocol:
     if attr.type == ir.AttributeType.TENSOR:
         return attr.value
     return attr.as_tensor()
+
+
+_NONDETERMINISTIC = frozenset(
+    {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial"}
+)
+
+
+def constant_derived_values(graph: ir.Graph) -> set[ir.Value]:
+    """Values computed only from constants (initializers, Constant nodes), in one forward sweep."""
+    constant: set[ir.Value] = set(graph.initializers.values())
+    for node in graph:
+        inputs = [v for v in node.inputs if v is not None]
+        if node.op_type in _NONDETERMINISTIC:
+            continue
+        if node.op_type == "Constant" or (inputs and all(v in constant for v in inputs)):
+            constant.update(node.outputs)
+    return constant

@@ -17,7 +17,12 @@ from functools import cached_property
 import numpy as np
 import onnx_ir as ir
 
-from qdqkit.core.constants import constant_array, constant_dtype, constant_source
+from qdqkit.core.constants import (
+    constant_array,
+    constant_derived_values,
+    constant_dtype,
+    constant_source,
+)
 
 QDQ_DOMAINS = frozenset({"", "ai.onnx", "com.microsoft"})
 WEIGHTED_OPS = frozenset({"Conv", "ConvTranspose", "Gemm", "MatMul"})
@@ -209,6 +214,9 @@ class QdqView:
         self.dequantize_nodes: list[ir.Node] = []
         self._params: dict[ir.Node, QuantParams | None] = {}
         self._constants: dict[ir.Value, np.ndarray | None] = {}
+        # Values computed only from constants (a weight behind Reshape/Transpose, a Q of a weight):
+        # TensorRT folds them at build time, so a Q/DQ on them quantizes a weight.
+        self.constant_values = constant_derived_values(graph)
         for node in graph:
             if is_quantize(node):
                 self.quantize_nodes.append(node)
@@ -247,7 +255,7 @@ class QdqView:
         producer = x.producer()
         if producer is not None and is_quantize(producer):
             return DqSource.QUANTIZE
-        if constant_source(x) is not None:
+        if x in self.constant_values or constant_source(x) is not None:
             return DqSource.CONSTANT
         if x.is_graph_input():
             return DqSource.GRAPH_INPUT
@@ -262,8 +270,9 @@ class QdqView:
         return [use.node for use in q.outputs[0].uses() if is_dequantize(use.node)]
 
     def is_weight_quantize(self, q: ir.Node) -> bool:
-        """A Q whose input is a float constant: it quantizes a weight, not an activation."""
-        return q.inputs[0] is not None and constant_source(q.inputs[0]) is not None
+        """A Q whose input is computed from constants only: it quantizes a weight."""
+        x = q.inputs[0]
+        return x is not None and (x in self.constant_values or constant_source(x) is not None)
 
     def activation_quantizers(self) -> list[ir.Node]:
         return [q for q in self.quantize_nodes if not self.is_weight_quantize(q)]
@@ -326,10 +335,11 @@ class QdqView:
             return None
         q = self.quantize_of(dq)
         if q is not None:
-            if q.inputs[0] is None or constant_source(q.inputs[0]) is None:
+            source = q.inputs[0]
+            if source is None or not self.is_weight_quantize(q):
                 return None
-            return WeightRef(node, index, dq, q, q.inputs[0], path, self.params(dq))
-        if constant_source(x) is None:
+            return WeightRef(node, index, dq, q, source, path, self.params(dq))
+        if x not in self.constant_values and constant_source(x) is None:
             return None
         return WeightRef(node, index, dq, None, x, path, self.params(dq))
 

@@ -86,23 +86,6 @@ class FoldWeightReshapeTranspose(ir.passes.InPlacePass):
         return ir.passes.PassResult(model, modified=self.folded > 0)
 
 
-_NONDETERMINISTIC = frozenset(
-    {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial"}
-)
-
-
-def constant_derived_values(graph: ir.Graph) -> set[ir.Value]:
-    """Values computed only from constants (initializers, Constant nodes), in one forward sweep."""
-    constant: set[ir.Value] = set(graph.initializers.values())
-    for node in graph:
-        inputs = [v for v in node.inputs if v is not None]
-        if node.op_type in _NONDETERMINISTIC:
-            continue
-        if node.op_type == "Constant" or (inputs and all(v in constant for v in inputs)):
-            constant.update(node.outputs)
-    return constant
-
-
 def evaluate_constant(value: ir.Value | None, depth: int = 8) -> np.ndarray | None:
     """The numpy value of ``value`` through foldable ops on constants, or None."""
     direct = constant_array(value)

@@ -26,10 +26,7 @@ from qdqkit.core.model_io import load_model
 from qdqkit.core.qdq import QdqView, is_qdq, node_label
 from qdqkit.passes.fold_batchnorm import FoldBatchNormIntoConv
 from qdqkit.passes.fold_pad import FoldPadIntoConv
-from qdqkit.passes.fold_weight_path import (
-    FoldWeightReshapeTranspose,
-    constant_derived_values,
-)
+from qdqkit.passes.fold_weight_path import FoldWeightReshapeTranspose
 from qdqkit.passes.name_nodes import NameUnnamedNodes, RenameNodeOutputs
 from qdqkit.passes.scales import ScaleOrigin, ScaleTable
 from qdqkit.passes.strip_qdq import StripQdqPairs
@@ -127,7 +124,7 @@ def translate_model(model: ir.Model, options: TranslateOptions, where: str = "mo
     graph = model.graph
     view = QdqView(graph)
     check_initializer_data(graph, where)
-    constants = constant_derived_values(graph)
+    constants = view.constant_values
     warnings = check_translatable(view, where, constants)
     mismatches = weight_scale_mismatches(view) if options.calibration_type == "max" else []
     NameUnnamedNodes()(model)

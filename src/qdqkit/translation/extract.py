@@ -15,18 +15,15 @@ from dataclasses import dataclass
 import numpy as np
 import onnx_ir as ir
 
-from qdqkit.core.constants import constant_array, constant_source
 from qdqkit.core.errors import ModelLoadError, UnsupportedModelError
 from qdqkit.core.lazy_proto import release_mapped
 from qdqkit.core.qdq import (
     DqSource,
     QdqView,
-    QuantParams,
     dtype_label,
     is_dequantize,
     is_quantize,
     node_label,
-    read_params,
 )
 from qdqkit.passes.fold_weight_path import evaluate_constant
 
@@ -220,39 +217,21 @@ def weight_scale_mismatches(view: QdqView, tolerance: float = 2e-3) -> list[Weig
     for node in view.weighted_nodes:
         index = view.weight_index(node)
         ref = view.weight_ref(node, index) if index is not None else None
-        if ref is None:
-            for slot in (index,) if index is not None else (1, 0):
-                w, scale_params = _weight_behind_ops(node, slot)
-                if w is not None and scale_params is not None:
-                    _compare(found, node, node.inputs[slot], w, scale_params.scale, tolerance)
-                    break
-            continue
         if ref is None or ref.params is None or ref.path or ref.dequantize is None:
             continue
         if ref.quantize is not None:
-            w = constant_array(ref.source)
+            # The float weight, possibly behind Reshape/Transpose of a constant (TF, onnxruntime).
+            w = evaluate_constant(ref.source)
         else:
             from qdqkit.passes.strip_qdq import dequantized_array
 
             w = dequantized_array(view, ref.dequantize, np.dtype(np.float64))
-        if w is None or w.ndim == 0 or constant_source(ref.source) is None:
+        if w is None or w.ndim == 0:
             continue
         _compare(found, node, ref.source, w, ref.params.scale, tolerance)
         del w
         release_mapped(ref.source)
     return found
-
-
-def _weight_behind_ops(node: ir.Node, index: int) -> tuple[np.ndarray | None, QuantParams | None]:
-    """A weight spelled ``constant -> Reshape/Transpose... -> Q -> DQ -> op`` (TF, onnxruntime)."""
-    value = node.inputs[index] if index < len(node.inputs) else None
-    dq = value.producer() if value is not None else None
-    if dq is None or not is_dequantize(dq) or dq.inputs[0] is None:
-        return None, None
-    q = dq.inputs[0].producer()
-    if q is None or not is_quantize(q):
-        return None, None
-    return evaluate_constant(q.inputs[0]), read_params(q)
 
 
 def _compare(
