@@ -7,7 +7,6 @@ from typing import Any
 
 from qdqkit.cli.output import print_json, table
 
-
 _MAX_LISTED = 8
 
 
