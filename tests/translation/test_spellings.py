@@ -148,3 +148,21 @@ def test_tensors_read_both_quantized_and_directly_are_reported(tmp_path: Path) -
     g.out("s", TensorProto.INT64)
     result = translate(g.save(tmp_path / "m.onnx"), tmp_path / "out")
     assert [(m.tensor, m.readers) for m in result.mixed_readers] == [("x", ["skip_add"])]
+
+
+def test_explicit_uint8_activation_keeps_its_range(tmp_path: Path) -> None:
+    """uint8 with zero point 0 spans [0, 255 s]: the int8 cache scale keeps that amax."""
+    g = G()
+    x = g.inp("x", [1, 4, 8, 8])
+    r = g.node("Relu", [x], name="relu")
+    s = g.scale(0.004)  # amax 1.02: relu(U[-1, 1]) reaches past 127 * s = 0.51
+    zp = g.init("zp_u8", np.array(0, np.uint8))
+    q = g.node("QuantizeLinear", [r, s, zp], name="q")
+    dq = g.node("DequantizeLinear", [q, s, zp], name="dq")
+    g.node("Sigmoid", [dq], out="y")
+    g.out("y")
+    config, _, source = _translate(g, tmp_path)
+    relu_out = next(iter(config["int8_tensor_scales"]))
+    assert config["int8_tensor_scales"][relu_out] == float(np.float32(np.float32(0.004) * 255 / 127))
+    # Clipping at 127 * s would lose the upper half of the activations; keeping the range does not.
+    assert verify(source, tmp_path / "out").min_snr_db > 40

@@ -87,6 +87,19 @@ class QuantParams:
         return float(self.scale.reshape(-1)[0])
 
     @property
+    def implicit_int8_scale(self) -> float:
+        """The per-tensor int8 scale that keeps this quantization's range in implicit INT8.
+
+        An explicit uint8 zero point of 0 spans [0, 255 * scale]; a symmetric int8 scale must be
+        ``scale * 255 / 127`` to keep that amax instead of clipping at half of it. A Q without a
+        zero point is uint8 only by the ONNX default: TensorRT reads it as int8, scale unchanged.
+        Rounded to float32, the type the calibration cache stores.
+        """
+        if self.quant_dtype == ir.DataType.UINT8 and self.zero_point is not None:
+            return float(np.float32(self.scalar_scale * 255.0 / 127.0))
+        return self.scalar_scale
+
+    @property
     def scale_f32(self) -> np.ndarray:
         return self.scale.astype(np.float32)
 

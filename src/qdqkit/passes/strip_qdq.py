@@ -2,7 +2,8 @@
 
 Rules:
 1. ``x -> Q -> DQ(s) -> ...``: every use of each DQ output reads ``x`` instead; if ``x`` is not a
-   constant, its scale ``s`` is recorded in the scale table (a float weight simply stays float).
+   constant, its scale ``s`` is recorded in the scale table (a float weight simply stays float);
+   an explicit uint8 zero point of 0 records ``s * 255 / 127``, the int8 scale with the same amax.
 2. ``int8/int32 constant -> DQ``: the DQ is folded into a float initializer ``(q - zp) * scale``;
    ``graph input -> DQ``: the input becomes a float input carrying the DQ's scale.
 3. A DQ output that is a graph output keeps its name: ``x`` is renamed to it, or an Identity is
@@ -101,7 +102,7 @@ class StripQdqPairs(ir.passes.InPlacePass):
             if constant_source(source) is None and source not in self.constants:
                 params = view.params(q)
                 assert params is not None
-                self._record(source, params.scalar_scale, q)
+                self._record(source, params.implicit_int8_scale, q)
             self._reroute(graph, dq, source)
             return
         if constant_source(x) is not None:
@@ -113,7 +114,7 @@ class StripQdqPairs(ir.passes.InPlacePass):
             params = view.params(dq)
             assert params is not None
             x.dtype = ir.DataType.from_numpy(_float_dtype(view, dq))
-            self._record(x, params.scalar_scale, dq)
+            self._record(x, params.implicit_int8_scale, dq)
             self._reroute(graph, dq, x)
             return
         raise AssertionError(f"unexpected DequantizeLinear {node_label(dq)}")

@@ -139,11 +139,18 @@ def check_translatable(view: QdqView, where: str, constants: set[ir.Value]) -> l
         )
     _check_structure(view, where)
     return [
-        f"'{node_label(n)}' quantizes to uint8; TensorRT reads it as int8 with the same scale, so "
-        "values above 127 * scale clip"
+        f"'{node_label(n)}' quantizes to uint8 (0..255); its cache scale is scale * 255 / 127, "
+        "the int8 scale with the same range (half the resolution for non-negative values)"
         for n in view.quantize_nodes
-        if view.params(n).quant_dtype == ir.DataType.UINT8 and _is_activation(view, n, constants)  # type: ignore[union-attr]
+        if _explicit_uint8(view, n) and _is_activation(view, n, constants)
     ]
+
+
+def _explicit_uint8(view: QdqView, node: ir.Node) -> bool:
+    params = view.params(node)
+    return (
+        params is not None and params.quant_dtype == ir.DataType.UINT8 and params.zero_point is not None
+    )
 
 
 def _kind(view: QdqView, node: ir.Node) -> str:
