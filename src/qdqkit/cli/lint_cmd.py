@@ -138,7 +138,8 @@ def run_rules(args: argparse.Namespace) -> int:
         print(f"why it costs   {found.why}")
         print(f"what to do     {found.fix}")
         print(f"how it checks  {found.check}")
-        print(f"fixable        {'yes (qdqkit fix)' if found.fixable else 'no'}")
+        fixable = "yes: a mechanical graph rewrite repairs it" if found.fixable else "no"
+        print(f"fixable        {fixable}")
         print(f"rule base      {found.rule_id} (docs/tensorrt-qdq-rules.md)")
         return 0
     if args.json:
