@@ -2,10 +2,10 @@ from __future__ import annotations
 
 import numpy as np
 from onnx import helper
-from pass_graphs import model, ops, run
 
 from qdqkit.passes.fold_batchnorm import FoldBatchNormIntoConv
 from qdqkit.passes.scales import ScaleOrigin, ScaleTable
+from tests.passes.pass_graphs import model, ops, run
 
 RNG = np.random.default_rng(0)
 X = RNG.normal(size=(1, 3, 6, 6)).astype(np.float32)

@@ -2,9 +2,9 @@ from __future__ import annotations
 
 import numpy as np
 from onnx import helper
-from pass_graphs import model, ops, run
 
 from qdqkit.passes.fold_pad import FoldPadIntoConv
+from tests.passes.pass_graphs import model, ops, run
 
 X = np.random.default_rng(0).normal(size=(1, 2, 5, 5)).astype(np.float32)
 W = np.random.default_rng(1).normal(size=(3, 2, 3, 3)).astype(np.float32)

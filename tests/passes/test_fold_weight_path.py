@@ -2,9 +2,9 @@ from __future__ import annotations
 
 import numpy as np
 from onnx import helper
-from pass_graphs import model, ops, run
 
 from qdqkit.passes.fold_weight_path import FoldWeightReshapeTranspose
+from tests.passes.pass_graphs import model, ops, run
 
 X = np.random.default_rng(0).normal(size=(1, 4, 5, 5)).astype(np.float32)
 

@@ -1,9 +1,9 @@
 from __future__ import annotations
 
 from onnx import helper
-from pass_graphs import model
 
 from qdqkit.passes.name_nodes import NameUnnamedNodes, RenameNodeOutputs
+from tests.passes.pass_graphs import model
 
 
 def test_unnamed_nodes_get_unique_names() -> None:

@@ -2,10 +2,10 @@ from __future__ import annotations
 
 import numpy as np
 from onnx import helper
-from pass_graphs import model, ops, run
 
 from qdqkit.passes.scales import ScaleTable
 from qdqkit.passes.strip_qdq import StripQdqPairs
+from tests.passes.pass_graphs import model, ops, run
 
 X = np.random.default_rng(0).uniform(-1, 1, size=(1, 3)).astype(np.float32)
 

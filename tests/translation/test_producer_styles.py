@@ -10,7 +10,6 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from qdq_graphs import FIXTURES, qdq_count
 
 from qdqkit.core.constants import constant_array, constant_derived_values
 from qdqkit.core.model_io import load_model
@@ -19,6 +18,7 @@ from qdqkit.examples.builder import demo_network
 from qdqkit.translation import TranslateOptions, translate
 from qdqkit.trt.calib_cache import read_calib_cache, scale_to_hex
 from qdqkit.verification import verify
+from tests.translation.qdq_graphs import FIXTURES, qdq_count
 
 
 def _built(style: str, tmp_path: Path) -> Path:

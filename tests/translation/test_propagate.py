@@ -8,9 +8,9 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-from qdq_graphs import G
 
 from qdqkit.translation import TranslateOptions, translate
+from tests.translation.qdq_graphs import G
 
 
 def _scales(g: G, tmp_path: Path, **options: object) -> tuple[dict[str, float], list[str]]:

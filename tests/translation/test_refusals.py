@@ -8,10 +8,10 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from qdq_graphs import FIXTURES, G, run
 
 from qdqkit.core.errors import QdqkitError
 from qdqkit.translation import translate
+from tests.translation.qdq_graphs import FIXTURES, G, run
 
 NODE_TESTS = Path(__file__).parents[1] / "fixtures" / "onnx-node-tests"
 

@@ -10,10 +10,10 @@ import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto
-from qdq_graphs import G, conv_block, qdq_count, run
 
 from qdqkit.translation import translate
 from qdqkit.verification import verify
+from tests.translation.qdq_graphs import G, conv_block, qdq_count, run
 
 X = np.random.default_rng(1).uniform(-1, 1, size=(1, 4, 8, 8)).astype(np.float32)
 

@@ -6,17 +6,6 @@ import json
 from pathlib import Path
 
 import pytest
-from tests.engine.fixture_files import (
-    CONSTRUCTED,
-    STEMS,
-    graph_path,
-    profile_path,
-    raw_end_to_end_median,
-    raw_graph,
-    raw_kind,
-    raw_precision,
-    raw_profile,
-)
 
 from qdqkit.core.errors import EngineFileError
 from qdqkit.trt.engine import LayerKind, Precision
@@ -28,6 +17,17 @@ from qdqkit.trt.engine_json import (
     read_profile,
 )
 from qdqkit.trt.engine_timing import end_to_end_of, parse_timing
+from tests.engine.fixture_files import (
+    CONSTRUCTED,
+    STEMS,
+    graph_path,
+    profile_path,
+    raw_end_to_end_median,
+    raw_graph,
+    raw_kind,
+    raw_precision,
+    raw_profile,
+)
 
 VARIANTS = sorted(STEMS)
 

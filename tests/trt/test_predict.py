@@ -8,13 +8,13 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 import pytest
-from tests.linting.graphs import G, every_node_is_accounted_for
 
 from qdqkit.core.errors import QdqkitError
 from qdqkit.examples.resnet import VARIANTS, resnet18_qdq
 from qdqkit.trt.engine import EngineGraph, LayerKind, Precision
 from qdqkit.trt.engine_json import read_engine_graph
 from qdqkit.trt.predict import predict_engine
+from tests.linting.graphs import G, every_node_is_accounted_for
 
 TREX = Path(__file__).resolve().parents[1] / "fixtures" / "trex-resnet18-a100"
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tests.linting.graphs import G, every_node_is_accounted_for
 
 from qdqkit.linting import lint
 from qdqkit.trt.engine import Precision
+from tests.linting.graphs import G, every_node_is_accounted_for
 
 _STEPS = ("conv", "relu", "bn", "silu", "maxpool", "avgpool", "residual", "concat", "reshape",
           "pad", "transpose", "resize", "scale", "selfadd", "split")
