@@ -201,6 +201,9 @@ def verify(
         emulation, {n: s for n, s in cache.scales.items() if s != 1.0}
     )
 
+    # Validated like every input (readable, external data inside its folder) before onnxruntime
+    # opens it by path; weights are mapped, not read, so the check costs little.
+    load_model(qdq_path, lazy_weights=True)
     reference = numerics.make_session(qdq_path)
     emulated = numerics.make_session(emulation)
     specs = numerics.input_specs(reference)

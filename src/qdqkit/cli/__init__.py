@@ -48,8 +48,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except QdqkitError as exc:
         print(f"qdqkit: error: {exc}", file=sys.stderr)
         return exc.exit_code
+    except BrokenPipeError:  # the reader of our output went away (e.g. `| head`)
+        return 0
+    except OSError as exc:
+        # A file system refusal (permissions, a full disk) is the user's environment, not a bug.
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"qdqkit: error: {where}{exc.strerror or exc}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("qdqkit: interrupted", file=sys.stderr)
         return 130
-    except BrokenPipeError:
-        return 0

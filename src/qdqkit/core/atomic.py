@@ -54,8 +54,14 @@ class OutputSet:
             )
 
     def _temp_for(self, target: Path) -> Path:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+        except OSError as exc:
+            raise OutputError(
+                f"{target.parent}: cannot write outputs there ({exc.strerror or exc}); "
+                "choose a folder you can write to"
+            ) from None
         os.close(fd)
         # mkstemp makes owner-only files; published outputs get the mode any new file would get.
         os.chmod(tmp, 0o666 & ~_current_umask())

@@ -94,8 +94,10 @@ def load_feeds(
         raise QdqkitError(f"{file}: no such inputs file")
     try:
         data = np.load(file, allow_pickle=False)
-    except Exception as exc:
-        raise QdqkitError(f"{file}: not a readable .npz file ({exc})") from None
+    except Exception:
+        raise QdqkitError(
+            f"{file}: not a readable .npz file; save the inputs with numpy.savez(file, name=array)"
+        ) from None
     names = {s.name for s in specs}
     missing = names - set(data.files)
     if missing:
