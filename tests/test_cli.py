@@ -60,14 +60,17 @@ def test_output_folder_that_is_a_file_is_a_one_line_error(tmp_path) -> None:  # 
 
 
 def test_verify_checks_the_qdq_model_and_the_inputs_file(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    empty = tmp_path / "empty.onnx"
-    empty.write_bytes(b"")
-    assert "the file is empty" in _one_line_error(["verify", str(empty), str(tmp_path)])
     proc = subprocess.run(
         [sys.executable, "-m", "qdqkit", "demo", "--dir", str(tmp_path / "demo")],
         capture_output=True, text=True, check=True,
     )
     assert "dB SNR" in proc.stdout
+    # A Q/DQ model file that matches the bundle's name but is empty.
+    (tmp_path / "other").mkdir()
+    empty = tmp_path / "other" / "demo_trt_qat.onnx"
+    empty.write_bytes(b"")
+    err = _one_line_error(["verify", str(empty), str(tmp_path / "demo" / "translated")])
+    assert "the file is empty" in err
     not_npz = tmp_path / "inputs.npz"
     not_npz.write_text("{}")
     err = _one_line_error(
