@@ -23,6 +23,7 @@ from qdqkit.core import numerics
 from qdqkit.core.errors import QdqkitError
 from qdqkit.core.macs import infer_shapes
 from qdqkit.core.model_io import load_model
+from qdqkit.core.upcast import upcast_float16
 from qdqkit.passes.scales import ScaleOrigin, ScaleTable
 from qdqkit.translation.fp16 import select_fp16_nodes
 from qdqkit.translation.writer import OutputPaths
@@ -203,8 +204,15 @@ def verify(
 
     # Validated like every input (readable, external data inside its folder) before onnxruntime
     # opens it by path; weights are mapped, not read, so the check costs little.
-    load_model(qdq_path, lazy_weights=True)
-    reference = numerics.make_session(qdq_path)
+    reference_model = load_model(qdq_path, lazy_weights=True)
+    # fp16 models run in fp32 on both sides: onnxruntime's fp16 CPU kernels change between
+    # versions, and that is not what this comparison is about (see core.upcast).
+    if upcast_float16(reference_model):
+        upcast_float16(emulation)
+        reference = numerics.make_session(reference_model)
+    else:
+        reference = numerics.make_session(qdq_path)
+    del reference_model
     emulated = numerics.make_session(emulation)
     specs = numerics.input_specs(reference)
     if inputs is not None:

@@ -251,13 +251,14 @@ def _compare(
     axis = _output_channel_axis(node, w.ndim)
     amax = np.abs(np.moveaxis(w, axis, 0).reshape(w.shape[axis], -1)).max(axis=1)
     expected = amax / 127.0
-    scale = scales.astype(np.float64).reshape(-1)
-    if scale.size not in (1, expected.size):
+    given = scales.astype(np.float64).reshape(-1)
+    if given.size not in (1, expected.size):
         rel = float("inf")
     else:
-        scale = np.broadcast_to(scale, expected.shape)
+        per_channel = np.broadcast_to(given, expected.shape)
         live = expected > 0
-        rel = float(np.max(np.abs(scale[live] - expected[live]) / expected[live])) if live.any() else 0.0
+        diff = np.abs(per_channel[live] - expected[live]) / expected[live]
+        rel = float(np.max(diff)) if live.any() else 0.0
     if rel > tolerance:
         name = source.name if source is not None and source.name else ""
         found.append(WeightScaleMismatch(node_label(node), name, rel))
