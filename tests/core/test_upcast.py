@@ -2,8 +2,9 @@ from __future__ import annotations
 
 import numpy as np
 import onnx_ir as ir
+from onnx import TensorProto, helper, numpy_helper
 
-from qdqkit.core.numerics import input_specs, make_session, random_feeds, run
+from qdqkit.core.numerics import error_metrics, input_specs, make_session, random_feeds, run
 from qdqkit.core.upcast import upcast_float16
 from qdqkit.examples.builder import demo_network
 
@@ -20,8 +21,33 @@ def test_upcast_leaves_no_fp16_and_computes_the_same_function() -> None:
     for node in model.graph:
         assert all(o.dtype != ir.DataType.FLOAT16 for o in node.outputs)
     after = run(make_session(model), feeds)["logits"]
-    # The same function without fp16 rounding: close to the fp16 run.
-    np.testing.assert_allclose(after, before, rtol=0.05, atol=0.05)
+    # The same function without fp16 rounding. How far onnxruntime's fp16 kernels drift from fp32
+    # depends on its version (up to ~10% per logit on 1.23), so only the direction is compared.
+    assert error_metrics(after, before).cosine > 0.99
+
+
+def test_upcast_is_exact_where_fp16_is_exact() -> None:
+    proto = helper.make_model(
+        helper.make_graph(
+            [
+                helper.make_node("Cast", ["x"], ["h"], to=TensorProto.FLOAT16),
+                helper.make_node("Mul", ["h", "half"], ["m"]),
+                helper.make_node("Cast", ["m"], ["y"], to=TensorProto.FLOAT),
+            ],
+            "g",
+            [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])],
+            [numpy_helper.from_array(np.array(0.5, np.float16), "half")],
+        ),
+        opset_imports=[helper.make_opsetid("", 13)],
+        ir_version=8,
+    )
+    model = ir.serde.deserialize_model(proto)
+    assert upcast_float16(model)
+    assert model.graph.initializers["half"].const_value.dtype == ir.DataType.FLOAT  # type: ignore[union-attr]
+    x = np.array([1.0, -2.0, 3.5, 1e-3], np.float32)  # 1e-3 is not an fp16 value: fp32 keeps it
+    y = run(make_session(model), {"x": x})["y"]
+    np.testing.assert_array_equal(y, x * np.float32(0.5))
 
 
 def test_float32_model_is_left_alone() -> None:
