@@ -23,6 +23,7 @@ from qdqkit.core import numerics
 from qdqkit.core.errors import QdqkitError
 from qdqkit.core.macs import infer_shapes
 from qdqkit.core.model_io import load_model
+from qdqkit.core.progress import Progress
 from qdqkit.core.upcast import upcast_float16
 from qdqkit.passes.scales import ScaleOrigin, ScaleTable
 from qdqkit.translation.fp16 import select_fp16_nodes
@@ -230,12 +231,14 @@ def verify(
             f"{paths.noqdq_model}: has no output '{absent[0]}' that {qdq_path} has; translate again"
         )
     accumulators = {n: numerics.ErrorAccumulator() for n in names}
-    for feed in feeds:
-        want = numerics.run(reference, feed, names)
-        emulated_feed = {k: v.astype(emulated_types.get(k, v.dtype)) for k, v in feed.items()}
-        got = numerics.run(emulated, emulated_feed, names)
-        for n in names:
-            accumulators[n].add(want[n], got[n])
+    with Progress("verifying", total=len(feeds)) as bar:
+        for feed in feeds:
+            want = numerics.run(reference, feed, names)
+            emulated_feed = {k: v.astype(emulated_types.get(k, v.dtype)) for k, v in feed.items()}
+            got = numerics.run(emulated, emulated_feed, names)
+            for n in names:
+                accumulators[n].add(want[n], got[n])
+            bar.advance()
     comparisons = []
     for n in names:
         metrics = accumulators[n].result()

@@ -78,3 +78,16 @@ def test_runner_errors_are_one_line() -> None:
     with pytest.raises(QdqkitError) as info:
         run(session, {"x": np.zeros((1, 5, 8, 8), np.float32)})
     assert "\n" not in str(info.value)
+
+
+def test_progress_draws_only_when_enabled(capsys) -> None:  # type: ignore[no-untyped-def]
+    from qdqkit.core.progress import Progress
+
+    with Progress("quiet", total=3, enabled=False) as bar:
+        for _ in range(3):
+            bar.advance()
+    assert capsys.readouterr().err == ""
+    with Progress("shown", total=2, enabled=True) as bar:
+        bar.advance(2)
+    err = capsys.readouterr().err
+    assert "shown [" in err and "2/2" in err and err.endswith("\n")
