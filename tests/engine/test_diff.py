@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from qdqkit.engine.diff import EngineDiff, diff_engines
-from qdqkit.engine.matching import match_layers
 from qdqkit.trt.engine import EngineGraph
 from qdqkit.trt.engine_json import read_engine_graph
+from qdqkit.trt.engine_matching import match_layers
 from tests.engine.fixture_files import (
     CONSTRUCTED,
     graph_path,

@@ -6,8 +6,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from qdqkit.engine.analysis import is_compute, latency_sum, precision_signature
-from qdqkit.engine.matching import match_layers
 from qdqkit.trt.engine import EngineGraph, EngineLayer, Precision
+from qdqkit.trt.engine_matching import match_layers
 from qdqkit.trt.engine_timing import end_to_end_of
 
 

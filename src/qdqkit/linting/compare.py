@@ -34,7 +34,7 @@ def _layout_only(layer: EngineLayer) -> bool:
 
 
 def compare_engines(predicted: EngineGraph, real: EngineGraph) -> EngineComparison:
-    from qdqkit.engine.matching import match_layers
+    from qdqkit.trt.engine_matching import match_layers
 
     matching = match_layers(predicted, real)
     disagreements: list[Disagreement] = []
