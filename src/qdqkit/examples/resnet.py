@@ -23,6 +23,8 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from qdqkit.examples.builder import measure_amax
+
 VARIANTS = ("qat", "qat-residual", "qat-residual-qgap")
 
 
@@ -166,21 +168,7 @@ def _in_order(nodes: list[onnx.NodeProto]) -> list[onnx.NodeProto]:
 
 def resnet18_qdq(variant: str = "qat", *, batch: int = 32, seed: int = 0) -> onnx.ModelProto:
     """ResNet-18 with the Q/DQ placement ``variant`` (see the module docstring)."""
-    import onnxruntime as ort
-
     g = _float_graph(variant, seed)
     tensors = sorted({tensor for tensor, _ in g.quantizers})
-    probe = _model(g, 1, False, {})
-    known = {o.name for o in probe.graph.output}
-    for tensor in tensors:
-        if tensor not in known:
-            probe.graph.output.append(helper.make_tensor_value_info(tensor, TensorProto.FLOAT, None))
-    options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    options.log_severity_level = 3  # the float probe keeps the unused weight scales on purpose
-    session = ort.InferenceSession(probe.SerializeToString(), options,
-                                   providers=["CPUExecutionProvider"])
-    feed = np.random.default_rng(seed).uniform(-1, 1, (1, 3, 224, 224)).astype(np.float32)
-    values = session.run(tensors, {"input": feed})
-    amax = {t: max(float(np.abs(v).max()), 1e-6) for t, v in zip(tensors, values, strict=False)}
+    amax = measure_amax(_model(g, 1, False, {}), tensors, samples=1, seed=seed)
     return _model(g, batch, True, amax)
