@@ -19,7 +19,6 @@ def _q_scales(ctx: LintContext, value: ir.Value) -> set[float | None]:
 def check_concat(ctx: LintContext) -> Iterator[Finding]:
     """QDQ301 (several scales around a Concat) and QDQ302 (INT8 and float inputs mixed)."""
     walk = ctx.prediction.walk
-    layers = ctx.prediction.engine.layers
     for node in ctx.graph:
         if node.op_type != "Concat" or node in ctx.prediction.facts.folded_nodes:
             continue
@@ -32,26 +31,23 @@ def check_concat(ctx: LintContext) -> Iterator[Finding]:
             floats = [v.name or "" for v, s in zip(inputs, sources, strict=False) if s is None]
             dqs = [ctx.dq_of(v) for v in quantized]
             reformats = [walk.qdq_layer[d] for d in dqs if d is not None and d in walk.qdq_layer]
-            yield ctx.finding(
+            yield ctx.reformat_finding(
                 "QDQ302", f"Concat '{name_of(node)}': {len(quantized)} INT8 and {len(floats)} "
-                f"float inputs ({', '.join(floats[:3])})",
-                nodes=[name_of(node), *(n for r in reformats for n in r.onnx_nodes)],
-                tensors=floats, cost=ctx.reformat_cost(reformats, "the Concat runs float"),
+                f"float inputs ({', '.join(floats[:3])})", node, reformats,
+                tensors=floats, consequence="the Concat runs float",
             )
             continue
         found = {s[1] for s in sources if s is not None} | _q_scales(ctx, node.outputs[0])
         scales = {s for s in found if s is not None}
         if len(scales) > 1:
-            marker = f"(requantize for {name_of(node)})"
-            requant = [layer for layer in layers if layer.name.endswith(marker)]
+            requant = list(walk.requantize_for.get(node, []))
             if not requant:
                 dqs = [ctx.dq_of(v) for v in quantized]
                 requant = [walk.qdq_layer[d] for d in dqs if d is not None and d in walk.qdq_layer]
             shown = ", ".join(f"{s:.6g}" for s in sorted(scales))
-            yield ctx.finding(
+            yield ctx.reformat_finding(
                 "QDQ301", f"Concat '{name_of(node)}': {len(scales)} different scales ({shown})",
-                nodes=[name_of(node), *(n for r in requant for n in r.onnx_nodes)],
-                tensors=[v.name or "" for v in quantized], cost=ctx.reformat_cost(requant),
+                node, requant, tensors=[v.name or "" for v in quantized],
             )
 
 
@@ -97,9 +93,8 @@ def check_float_pool(ctx: LintContext) -> Iterator[Finding]:
         if not (int8_before or int8_after):
             continue
         after = ctx.reformats_reading(layer)
-        yield ctx.finding(
+        yield ctx.reformat_finding(
             "QDQ304", f"{anchor.op_type} '{name_of(anchor)}' is not quantized between INT8 layers",
-            nodes=[name_of(anchor), *(n for r in after for n in r.onnx_nodes)],
-            tensors=[source.name or ""],
-            cost=ctx.reformat_cost(after, f"the pool runs {layer.precision}"),
+            anchor, after, tensors=[source.name or ""],
+            consequence=f"the pool runs {layer.precision}",
         )

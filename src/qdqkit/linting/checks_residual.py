@@ -25,22 +25,19 @@ def check_residual_fusion(ctx: LintContext) -> Iterator[Finding]:
             continue  # a float conv: the skip input costs nothing more (QDQ101/102 say why)
         if walk.int8_of(residual) is None:
             after = ctx.reformats_reading(layer)
-            yield ctx.finding(
+            yield ctx.reformat_finding(
                 "QDQ201", f"Add '{name_of(add)}': skip input '{residual.name}' is float",
-                nodes=[name_of(add), *(n for r in after for n in r.onnx_nodes)],
-                tensors=[residual.name or ""],
-                cost=ctx.reformat_cost(after, f"block {label} writes {layer.output_precision}"),
+                add, after, tensors=[residual.name or ""],
+                consequence=f"block {label} writes {layer.output_precision}",
             )
         elif layer.output_precision != Precision.INT8:
             dq = ctx.dq_of(residual)
             reformat = walk.qdq_layer.get(dq) if dq is not None else None
             layers = [reformat] if reformat is not None else []
-            yield ctx.finding(
+            yield ctx.reformat_finding(
                 "QDQ204", f"Add '{name_of(add)}': skip input '{residual.name}' is INT8 but the "
-                "block's readers are float",
-                nodes=[name_of(add), *(n for r in layers for n in r.onnx_nodes)],
-                tensors=[residual.name or ""],
-                cost=ctx.reformat_cost(layers, f"block {label} writes {layer.output_precision}"),
+                "block's readers are float", add, layers, tensors=[residual.name or ""],
+                consequence=f"block {label} writes {layer.output_precision}",
             )
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import cached_property
 
 import onnx_ir as ir
 
@@ -71,13 +72,34 @@ class LintContext:
         block = walk.block_of.get(node)
         return walk.layer_of_block.get(block) if block is not None else None
 
+    @cached_property
+    def _qdq_reformats_by_input(self) -> dict[str, list[EngineLayer]]:
+        # Built once, so asking per finding stays linear in the engine's size.
+        index: dict[str, list[EngineLayer]] = {}
+        for layer in self.prediction.engine.layers:
+            if layer.origin == "QDQ":
+                for name in dict.fromkeys(t.name for t in layer.inputs):
+                    index.setdefault(name, []).append(layer)
+        return index
+
     def reformats_reading(self, layer: EngineLayer) -> list[EngineLayer]:
-        """Q/DQ Reformat layers that read one of ``layer``'s outputs."""
-        names = {t.name for t in layer.outputs}
-        return [
-            other for other in self.prediction.engine.layers
-            if other.origin == "QDQ" and any(t.name in names for t in other.inputs)
-        ]
+        """Q/DQ Reformat layers that read one of ``layer``'s outputs, in engine order."""
+        found: dict[int, EngineLayer] = {}
+        for tensor in layer.outputs:
+            for other in self._qdq_reformats_by_input.get(tensor.name, []):
+                found.setdefault(id(other), other)
+        return list(found.values())
+
+    def reformat_finding(
+        self, code: str, message: str, anchor: ir.Node, reformats: list[EngineLayer], *,
+        tensors: Iterable[str], consequence: str = "",
+    ) -> Finding:
+        """A finding at ``anchor`` whose cost is the Reformat layers it causes (named as nodes too)."""
+        return self.finding(
+            code, message,
+            nodes=[name_of(anchor), *(n for r in reformats for n in r.onnx_nodes)],
+            tensors=tensors, cost=self.reformat_cost(reformats, consequence),
+        )
 
     def scale(self, node: ir.Node) -> float | None:
         return usable_scale(self.view.params(node))

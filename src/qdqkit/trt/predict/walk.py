@@ -85,6 +85,7 @@ class PrecisionWalk:
         self.producer_layer: dict[ir.Value, EngineLayer] = {}
         self.layer_of_block: dict[Block, EngineLayer] = {}
         self.qdq_layer: dict[ir.Node, EngineLayer] = {}  # Q/DQ node -> its standalone Reformat
+        self.requantize_for: dict[ir.Node, list[EngineLayer]] = {}  # Concat -> its input requantizes
         self.absorbed_into: dict[ir.Node, EngineLayer] = {}  # activation Q/DQ fused into a layer
         self.q_merge: dict[tuple[ir.Value, float | None], EngineLayer] = {}
         self.absorbed_pools: set[ir.Node] = set()

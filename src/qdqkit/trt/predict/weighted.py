@@ -128,12 +128,13 @@ def concat_layer(walk: PrecisionWalk, node: ir.Node) -> None:
                 if source[1] != target:
                     dq = value.producer()
                     label = _name(dq) if dq is not None else (value.name or "?")
-                    walk._reformat(
+                    requantize = walk._reformat(
                         f"{label} (requantize for {_name(node)})", [label],
                         EngineTensor(source[0], Precision.INT8),
                         EngineTensor(f"{value.name} (requantized)", Precision.INT8),
                         f"Concat input scale {source[1]!r} differs from {target!r} (C11, E3)",
                     )
+                    walk.requantize_for.setdefault(node, []).append(requantize)
             walk.int8[out] = (out.name or "?", target)
             for value in inputs:  # the DQs vanish: producers write into the Concat's buffer
                 dq = value.producer()
