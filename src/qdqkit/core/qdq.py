@@ -30,6 +30,9 @@ WEIGHTED_OPS = frozenset({"Conv", "ConvTranspose", "Gemm", "MatMul"})
 WEIGHT_PATH_OPS = frozenset({"Reshape", "Transpose", "Identity", "Cast", "Unsqueeze", "Squeeze"})
 # The integer types TensorRT's implicit INT8 (and the calibration cache) can carry.
 INT8_TYPES = frozenset({ir.DataType.INT8, ir.DataType.UINT8})
+# The float element types: a tensor of one of these may carry an INT8 scale or run FP16.
+FLOAT_TYPES = frozenset({ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.BFLOAT16,
+                         ir.DataType.DOUBLE})
 
 
 def is_quantize(node: ir.Node) -> bool:

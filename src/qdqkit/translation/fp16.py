@@ -15,10 +15,9 @@ from dataclasses import dataclass, field
 
 import onnx_ir as ir
 
+from qdqkit.core.qdq import FLOAT_TYPES
 from qdqkit.passes.scales import ScaleOrigin, ScaleTable
 
-FLOAT_TYPES = frozenset({ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.BFLOAT16,
-                         ir.DataType.DOUBLE})
 _NON_FLOAT_OPS = frozenset({
     "Shape", "Size", "NonZero", "ArgMax", "ArgMin", "Equal", "Less", "Greater", "LessOrEqual",
     "GreaterOrEqual", "Not", "And", "Or", "Xor", "IsNaN", "IsInf", "Range",

@@ -22,7 +22,7 @@ from __future__ import annotations
 import onnx_ir as ir
 
 from qdqkit.core.macs import macs_of
-from qdqkit.core.qdq import is_dequantize, is_quantize, node_label
+from qdqkit.core.qdq import FLOAT_TYPES, is_dequantize, is_quantize, node_label
 from qdqkit.trt.engine import EngineLayer, EngineTensor, LayerKind, Precision
 from qdqkit.trt.predict.fusion import Block, GraphFacts
 from qdqkit.trt.predict.ops import (
@@ -45,7 +45,6 @@ _DTYPE_PRECISION = {
     ir.DataType.INT64: Precision.INT64,
     ir.DataType.BOOL: Precision.BOOL,
 }
-FLOAT_TYPES = frozenset({ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.BFLOAT16, ir.DataType.DOUBLE})
 
 Int8Tensor = tuple[str, "float | None"]  # engine tensor name, per-tensor scale
 
