@@ -43,3 +43,12 @@ def test_sources_never_read_outside_the_repo() -> None:
         if OUTSIDE_FOLDER in p.read_text(encoding="utf-8")
     ]
     assert offenders == []
+
+
+def test_layers_import_one_way() -> None:
+    """The layer contract in pyproject.toml (import-linter): nothing imports from a layer above."""
+    if subprocess.run([sys.executable, "-c", "import importlinter"], capture_output=True).returncode:
+        pytest.skip("import-linter is not installed (pip install -e '.[test]')")
+    code = "import sys; from importlinter.cli import lint_imports; sys.exit(lint_imports(no_cache=True))"
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
