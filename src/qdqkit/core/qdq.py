@@ -23,6 +23,7 @@ from qdqkit.core.constants import (
     constant_dtype,
     constant_source,
 )
+from qdqkit.core.weights import weight_index
 
 QDQ_DOMAINS = frozenset({"", "ai.onnx", "com.microsoft"})
 WEIGHTED_OPS = frozenset({"Conv", "ConvTranspose", "Gemm", "MatMul"})
@@ -316,12 +317,7 @@ class QdqView:
 
     def weight_index(self, node: ir.Node) -> int | None:
         """Which input of a weighted op is its constant weight, or None if both are computed."""
-        if node.op_type in ("Conv", "ConvTranspose"):
-            return 1
-        for index in (1, 0):
-            if index < len(node.inputs) and self.weight_ref(node, index) is not None:
-                return index
-        return None
+        return weight_index(node, lambda index: self.weight_ref(node, index) is not None)
 
     def weight_ref(self, node: ir.Node, index: int) -> WeightRef | None:
         """Follow input ``index`` back to a constant weight, through DQ and weight-path ops."""
