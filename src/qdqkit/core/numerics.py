@@ -145,9 +145,6 @@ class ErrorMetrics:
     cosine: float
     max_abs: float
 
-    def as_dict(self) -> dict[str, float]:
-        return {"snr_db": self.snr_db, "cosine": self.cosine, "max_abs": self.max_abs}
-
 
 class ErrorAccumulator:
     """Streaming SNR/cosine/max-abs over many samples, without keeping them."""

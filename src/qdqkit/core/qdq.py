@@ -104,17 +104,9 @@ class QuantParams:
         return self.scalar_scale
 
     @property
-    def scale_f32(self) -> np.ndarray:
-        return self.scale.astype(np.float32)
-
-    @property
     def int8_compatible(self) -> bool:
         """Whether TensorRT's implicit INT8 path can carry this quantization."""
         return self.quant_dtype in INT8_TYPES and not self.blocked
-
-    @property
-    def qrange(self) -> tuple[int, int]:
-        return quant_range(self.quant_dtype)
 
 
 def quant_range(dtype: ir.DataType) -> tuple[int, int]:
