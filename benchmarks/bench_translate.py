@@ -1,12 +1,21 @@
-"""Speed, memory and determinism of ``qdqkit translate`` (not part of the unit tests).
+"""Speed, memory, linearity and determinism of ``qdqkit translate`` (not part of the unit tests).
 
-    python3 benchmarks/bench_translate.py [--quick]
+    python3 benchmarks/bench_translate.py [--runs N] [--bound 1.1] [--wide]
 
 Builds pytorch-quantization-style residual Q/DQ stacks (activation scales in Constant nodes, float
-weights -> Q -> DQ per channel, Conv -> BatchNormalization -> Relu, residual Add): deep ones
-(16 channels, 256 and 1024 blocks: about 5.4k and 21.5k nodes) for time per node, and a wide one
-(512 channels, 16 blocks: about 300 MB of weights) for peak memory. Every figure is printed next to
-a baseline measured in the same run: plain ``onnx.load`` + ``onnx.save`` of the same file.
+weights -> Q -> DQ per channel, Conv -> BatchNormalization -> Relu, residual Add, 16 channels) at
+five sizes from about 5k to 40k nodes. Each size is translated ``--runs`` times in a fresh process,
+sizes interleaved so a burst of load on the machine spreads over all of them, and the median is
+kept. Every figure is printed next to a baseline measured in the same run: plain ``onnx.load`` +
+``onnx.save`` of the same file, in a fresh process too.
+
+Checks (the exit status is 1 when one fails, and the failing check says so):
+1. linear time: translate's time per node at every size is within ``--bound`` (1.1x) of its time
+   per node at the smallest size;
+2. linear memory: peak RSS above the interpreter's own, per MB of model file, within the same bound;
+3. determinism: every run of a size writes byte-identical files.
+Also printed: whole-process ``qdqkit translate`` (a new process, imports included) at 21.5k nodes
+against its 1.4 s goal, and with ``--wide`` the peak RSS of a 300 MB-weight model.
 """
 
 from __future__ import annotations
@@ -14,28 +23,37 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+# Residual blocks per size: 21 nodes a block, so about 5k, 10k, 15k, 21.5k and 40k nodes.
+BLOCKS = (240, 480, 720, 1024, 1900)
+WHOLE_PROCESS_BLOCKS = 1024
+WHOLE_PROCESS_GOAL_S = 1.4
+
 CHILD = r"""
 import json, resource, sys, time
 mode, model, out = sys.argv[1:4]
 start = time.perf_counter()
 import onnx
-from qdqkit.translation import translate
+if mode == "translate":
+    from qdqkit.translation import translate
 imported = time.perf_counter()
+idle_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 if mode == "baseline":
     onnx.save(onnx.load(model), out + "/baseline.onnx")
 else:
     translate(model, out)
 done = time.perf_counter()
-print(json.dumps({"seconds": done - imported, "import_seconds": imported - start,
+print(json.dumps({"seconds": done - imported, "import_seconds": imported - start, "idle_mb": idle_mb,
                   "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 """
 # Built in a child too: on Linux a child's ru_maxrss starts from its parent's RSS at fork time,
@@ -45,7 +63,9 @@ import sys
 sys.path.insert(0, sys.argv[1])
 import onnx
 from bench_translate import qat_stack
-onnx.save(qat_stack(int(sys.argv[2]), int(sys.argv[3])), sys.argv[4])
+model = qat_stack(int(sys.argv[2]), int(sys.argv[3]))
+onnx.save(model, sys.argv[4])
+print(len(model.graph.node))
 """
 
 
@@ -106,11 +126,23 @@ def qat_stack(blocks: int, width: int, seed: int = 0) -> onnx.ModelProto:
     return model
 
 
+def build(blocks: int, width: int, path: Path) -> int:
+    done = subprocess.run([sys.executable, "-c", BUILD, str(Path(__file__).parent), str(blocks),
+                           str(width), str(path)], capture_output=True, text=True, check=True)
+    return int(done.stdout.strip())
+
+
 def measure(mode: str, model: Path, out: Path) -> dict[str, float]:
     out.mkdir(parents=True, exist_ok=True)
     done = subprocess.run([sys.executable, "-c", CHILD, mode, str(model), str(out)],
                           capture_output=True, text=True, check=True)
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+def whole_process(argv: list[str]) -> float:
+    start = time.perf_counter()
+    subprocess.run(argv, capture_output=True, check=True)
+    return time.perf_counter() - start
 
 
 def digest(folder: Path) -> str:
@@ -120,47 +152,89 @@ def digest(folder: Path) -> str:
     return h.hexdigest()[:16]
 
 
-def main() -> None:
+def median(runs: list[dict[str, float]], key: str) -> float:
+    return statistics.median(r[key] for r in runs)
+
+
+def main() -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--quick", action="store_true", help="skip the 300 MB model")
+    parser.add_argument("--runs", type=int, default=3, help="runs per size (median kept)")
+    parser.add_argument("--bound", type=float, default=1.1,
+                        help="largest allowed growth of time and memory per node")
+    parser.add_argument("--wide", action="store_true", help="also the 300 MB-weight model")
     args = parser.parse_args()
+    failures: list[str] = []
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
-        print("speed (deep ResNet-style Q/DQ stacks, 16 channels)")
-        per_node = {}
-        for blocks in (256, 1024):
-            model = qat_stack(blocks, 16)
+        sizes = {}
+        for blocks in BLOCKS:
             path = tmp / f"deep_{blocks}.onnx"
-            onnx.save(model, path)
-            nodes = len(model.graph.node)
-            qdq = sum(n.op_type in ("QuantizeLinear", "DequantizeLinear") for n in model.graph.node)
-            base = measure("baseline", path, tmp / f"base_{blocks}")
-            runs = [measure("translate", path, tmp / f"out_{blocks}_{i}") for i in range(3)]
-            best = min(r["seconds"] for r in runs)
-            per_node[blocks] = best / nodes
-            print(f"  {nodes:6d} nodes ({qdq} Q/DQ, {path.stat().st_size / 1e6:.0f} MB): "
-                  f"translate {best:.2f} s (best of 3: load, translate, write 4 files) vs onnx "
-                  f"load+save {base['seconds']:.2f} s = {best / base['seconds']:.2f}x; "
-                  f"{per_node[blocks] * 1e6:.1f} us/node; imports {runs[0]['import_seconds']:.2f} s")
-            same = len({digest(tmp / f"out_{blocks}_{i}") for i in range(3)}) == 1
-            print(f"         3 runs byte-identical: {same}")
-        print(f"  time per node at 21.5k / at 5.4k nodes: {per_node[1024] / per_node[256]:.2f}x "
-              "(target <= 1.5x)")
-        if args.quick:
-            return
-        print("memory (wide Q/DQ stack, 512 channels, 16 blocks)")
-        path = tmp / "wide.onnx"
-        subprocess.run([sys.executable, "-c", BUILD, str(Path(__file__).parent), "16", "512",
-                        str(path)], check=True)
-        size_mb = path.stat().st_size / 2**20
-        base = measure("baseline", path, tmp / "base_wide")
-        result = measure("translate", path, tmp / "out_wide")
-        budget = 1.5 * size_mb + 200
-        print(f"  file {size_mb:.0f} MB: translate peak RSS {result['peak_mb']:.0f} MB in "
-              f"{result['seconds']:.1f} s; onnx load+save peak {base['peak_mb']:.0f} MB "
-              f"({result['peak_mb'] / base['peak_mb']:.2f}x); budget 1.5 x file + 200 MB = "
-              f"{budget:.0f} MB: {'OK' if result['peak_mb'] <= budget else 'OVER'}")
+            sizes[blocks] = (path, build(blocks, 16, path))
+        runs: dict[int, list[dict[str, float]]] = {b: [] for b in BLOCKS}
+        bases: dict[int, list[dict[str, float]]] = {b: [] for b in BLOCKS}
+        for i in range(args.runs):
+            for blocks, (path, _) in sizes.items():
+                bases[blocks].append(measure("baseline", path, tmp / f"base_{blocks}_{i}"))
+                runs[blocks].append(measure("translate", path, tmp / f"out_{blocks}_{i}"))
+
+        print(f"translate, median of {args.runs} runs per size (in-process time after imports; "
+              "baseline: onnx load+save of the same file)")
+        first = BLOCKS[0]
+        path0, nodes0 = sizes[first]
+        per_node0 = median(runs[first], "seconds") / nodes0
+        grown_mb0 = (median(runs[first], "peak_mb") - median(runs[first], "idle_mb"))
+        mb_per_file0 = grown_mb0 / (path0.stat().st_size / 2**20)
+        worst_time = worst_memory = 1.0
+        for blocks, (path, nodes) in sizes.items():
+            seconds, base = median(runs[blocks], "seconds"), median(bases[blocks], "seconds")
+            peak, base_peak = median(runs[blocks], "peak_mb"), median(bases[blocks], "peak_mb")
+            file_mb = path.stat().st_size / 2**20
+            per_node = seconds / nodes
+            mb_per_file = (peak - median(runs[blocks], "idle_mb")) / file_mb
+            time_growth, memory_growth = per_node / per_node0, mb_per_file / mb_per_file0
+            worst_time, worst_memory = max(worst_time, time_growth), max(worst_memory, memory_growth)
+            same = len({digest(tmp / f"out_{blocks}_{i}") for i in range(args.runs)}) == 1
+            if not same:
+                failures.append(f"{nodes} nodes: runs wrote different files")
+            print(f"  {nodes:6d} nodes, {file_mb:5.1f} MB: {seconds:5.2f} s = {per_node * 1e6:5.1f} us/node "
+                  f"({time_growth:.2f}x the smallest), {seconds / base:.2f}x onnx load+save "
+                  f"({base:.2f} s); peak RSS {peak:4.0f} MB = {peak / file_mb:.1f}x the file, "
+                  f"{peak / base_peak:.2f}x load+save ({base_peak:.0f} MB); identical: {same}")
+        print(f"  time per node, worst / smallest size: {worst_time:.2f}x (bound {args.bound}x)")
+        print(f"  RSS growth per MB of file, worst / smallest size: {worst_memory:.2f}x "
+              f"(bound {args.bound}x)")
+        if worst_time > args.bound:
+            failures.append(f"time per node grows {worst_time:.2f}x (> {args.bound}x): not linear")
+        if worst_memory > args.bound:
+            failures.append(f"memory per MB grows {worst_memory:.2f}x (> {args.bound}x): not linear")
+
+        path, nodes = sizes[WHOLE_PROCESS_BLOCKS]
+        translate = [sys.executable, "-m", "qdqkit", "translate", "-i", str(path), "-o",
+                     str(tmp / "whole")]
+        load_save = [sys.executable, "-c", "import onnx, sys; "
+                     "onnx.save(onnx.load(sys.argv[1]), sys.argv[2])", str(path),
+                     str(tmp / "whole.onnx")]
+        whole = statistics.median(whole_process(translate) for _ in range(args.runs))
+        whole_base = statistics.median(whole_process(load_save) for _ in range(args.runs))
+        imports = median(runs[WHOLE_PROCESS_BLOCKS], "import_seconds")
+        print(f"whole process at {nodes} nodes: qdqkit translate {whole:.2f} s (goal "
+              f"{WHOLE_PROCESS_GOAL_S} s; imports {imports:.2f} s) vs python + onnx load+save "
+              f"{whole_base:.2f} s = {whole / whole_base:.2f}x")
+
+        if args.wide:
+            print("memory (wide Q/DQ stack, 512 channels, 16 blocks)")
+            wide = tmp / "wide.onnx"
+            build(16, 512, wide)
+            size_mb = wide.stat().st_size / 2**20
+            base = measure("baseline", wide, tmp / "base_wide")
+            result = measure("translate", wide, tmp / "out_wide")
+            print(f"  file {size_mb:.0f} MB: translate peak RSS {result['peak_mb']:.0f} MB in "
+                  f"{result['seconds']:.1f} s; onnx load+save peak {base['peak_mb']:.0f} MB "
+                  f"({result['peak_mb'] / base['peak_mb']:.2f}x)")
+    for failure in failures:
+        print(f"FAILED: {failure}")
+    return 1 if failures else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -15,7 +15,7 @@ __version__ = "0.1.0"
 _API = {
     "QdqkitError": "qdqkit.core.errors:QdqkitError",
     "load_model": "qdqkit.core.model_io:load_model",
-    "inspect_model": "qdqkit.inspect:inspect_model",
+    "inspect_model": "qdqkit.inspection:inspect_model",
     "lint": "qdqkit.linting:lint",
     "predict_engine": "qdqkit.trt.predict:predict_engine",
     "translate": "qdqkit.translation.api:translate",

@@ -5,8 +5,9 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import onnx_ir as ir
-import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
+
+from qdqkit.core.numerics import make_session
 
 
 def model(nodes: list[onnx.NodeProto], inits: dict[str, np.ndarray], inputs: dict[str, list[int]],
@@ -23,10 +24,7 @@ def model(nodes: list[onnx.NodeProto], inits: dict[str, np.ndarray], inputs: dic
 
 
 def run(m: ir.Model, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
-    options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    data = ir.serde.serialize_model(m).SerializeToString()
-    return ort.InferenceSession(data, options, providers=["CPUExecutionProvider"]).run(None, feeds)
+    return make_session(m).run(None, feeds)  # type: ignore[no-any-return]
 
 
 def ops(m: ir.Model) -> list[str]:

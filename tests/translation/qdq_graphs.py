@@ -6,8 +6,9 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
+
+from qdqkit.core.numerics import make_session
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "translate"
 
@@ -85,11 +86,8 @@ class G:
 
 
 def run(model: onnx.ModelProto | str | Path, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
-    options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     source = model.SerializeToString() if isinstance(model, onnx.ModelProto) else str(model)
-    session = ort.InferenceSession(source, options, providers=["CPUExecutionProvider"])
-    return session.run(None, feeds)
+    return make_session(source).run(None, feeds)  # type: ignore[no-any-return]
 
 
 def qdq_count(model: onnx.ModelProto) -> int:

@@ -32,7 +32,7 @@ def run(args: argparse.Namespace) -> int:
     from qdqkit.cli.translate_cmd import render as render_translate
     from qdqkit.cli.verify_cmd import render as render_verify
     from qdqkit.examples.builder import demo_network
-    from qdqkit.inspect import inspect_model
+    from qdqkit.inspection import inspect_model
     from qdqkit.linting import lint
     from qdqkit.translation import translate
     from qdqkit.trt.layer_args import trtexec_command

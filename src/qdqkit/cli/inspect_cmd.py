@@ -23,7 +23,7 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from qdqkit.inspect import inspect_model
+    from qdqkit.inspection import inspect_model
 
     result = inspect_model(args.model)
     if args.json:

@@ -162,7 +162,3 @@ def stage_model(outputs: OutputSet, model: ir.Model, target: Path) -> None:
     data_path = target.with_name(data_name)
     staged_data = data_path.with_name(data_name)
     outputs.stage_writer(data_path, lambda tmp: os.replace(staged_data, tmp))
-
-
-def to_onnx_proto(model: ir.Model) -> onnx.ModelProto:
-    return ir.serde.serialize_model(model)

@@ -38,12 +38,14 @@ class InputSpec:
     dtype: np.dtype
 
 
-def _model_bytes(model: ir.Model) -> bytes:
-    return ir.serde.serialize_model(model).SerializeToString()
+def make_session(
+    model: ir.Model | bytes | str | os.PathLike[str], *, threads: int = 0
+) -> Any:
+    """An onnxruntime CPU session with every graph optimization disabled.
 
-
-def make_session(model: ir.Model | str | os.PathLike[str], *, threads: int = 0) -> Any:
-    """An onnxruntime CPU session with every graph optimization disabled."""
+    ``model`` is an onnx-ir model, a serialized ModelProto or a path. Warnings are silenced: a
+    probe or emulation model may keep unused initializers on purpose.
+    """
     import onnxruntime as ort
 
     options = ort.SessionOptions()
@@ -51,9 +53,13 @@ def make_session(model: ir.Model | str | os.PathLike[str], *, threads: int = 0) 
     options.log_severity_level = 3
     if threads:
         options.intra_op_num_threads = threads
-    source: bytes | str = (
-        _model_bytes(model) if isinstance(model, ir.Model) else os.fspath(Path(model))
-    )
+    source: bytes | str
+    if isinstance(model, ir.Model):
+        source = ir.serde.serialize_model(model).SerializeToString()
+    elif isinstance(model, bytes):
+        source = model
+    else:
+        source = os.fspath(Path(model))
     try:
         return ort.InferenceSession(source, options, providers=["CPUExecutionProvider"])
     except Exception as exc:  # ORT raises its own exception classes
@@ -138,9 +144,6 @@ class ErrorMetrics:
     snr_db: float
     cosine: float
     max_abs: float
-
-    def as_dict(self) -> dict[str, float]:
-        return {"snr_db": self.snr_db, "cosine": self.cosine, "max_abs": self.max_abs}
 
 
 class ErrorAccumulator:

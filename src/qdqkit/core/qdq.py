@@ -23,6 +23,7 @@ from qdqkit.core.constants import (
     constant_dtype,
     constant_source,
 )
+from qdqkit.core.weights import weight_index
 
 QDQ_DOMAINS = frozenset({"", "ai.onnx", "com.microsoft"})
 WEIGHTED_OPS = frozenset({"Conv", "ConvTranspose", "Gemm", "MatMul"})
@@ -103,17 +104,9 @@ class QuantParams:
         return self.scalar_scale
 
     @property
-    def scale_f32(self) -> np.ndarray:
-        return self.scale.astype(np.float32)
-
-    @property
     def int8_compatible(self) -> bool:
         """Whether TensorRT's implicit INT8 path can carry this quantization."""
         return self.quant_dtype in INT8_TYPES and not self.blocked
-
-    @property
-    def qrange(self) -> tuple[int, int]:
-        return quant_range(self.quant_dtype)
 
 
 def quant_range(dtype: ir.DataType) -> tuple[int, int]:
@@ -316,12 +309,7 @@ class QdqView:
 
     def weight_index(self, node: ir.Node) -> int | None:
         """Which input of a weighted op is its constant weight, or None if both are computed."""
-        if node.op_type in ("Conv", "ConvTranspose"):
-            return 1
-        for index in (1, 0):
-            if index < len(node.inputs) and self.weight_ref(node, index) is not None:
-                return index
-        return None
+        return weight_index(node, lambda index: self.weight_ref(node, index) is not None)
 
     def weight_ref(self, node: ir.Node, index: int) -> WeightRef | None:
         """Follow input ``index`` back to a constant weight, through DQ and weight-path ops."""

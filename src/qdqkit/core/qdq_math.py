@@ -1,7 +1,8 @@
 """QuantizeLinear/DequantizeLinear arithmetic in numpy, as the ONNX spec defines it.
 
-Used to turn pre-quantized integer weights back into floats, to emulate fake quantization, and to
-check scales. Per-tensor, per-axis and blocked parameters are broadcast the way the spec says.
+Used to turn pre-quantized integer weights back into floats, to emulate fake quantization, to
+derive the weight scales TensorRT computes itself, and to check scales. Per-tensor, per-axis and
+blocked parameters are broadcast the way the spec says.
 """
 
 from __future__ import annotations
@@ -24,14 +25,21 @@ def _broadcast(param: np.ndarray, x_shape: tuple[int, ...], params: QuantParams)
     return param.reshape(shape)
 
 
-def dequantize(x: np.ndarray, params: QuantParams) -> np.ndarray:
-    """``(x - zero_point) * scale`` in float32 (the DQ output type for float32 scales)."""
-    xf = np.asarray(x).astype(np.float32)
-    scale = _broadcast(params.scale.astype(np.float32), xf.shape, params)
+def dequantize(
+    x: np.ndarray, params: QuantParams, out_dtype: np.dtype | type = np.float32
+) -> np.ndarray:
+    """``(x - zero_point) * scale``, computed in float64 and rounded once to ``out_dtype``.
+
+    float64 holds every int8..int32 value and its product with a float32/fp16 scale exactly, so the
+    single rounding at the end gives the correctly rounded float the DQ stands for.
+    """
+    values = np.asarray(x).astype(np.float64)
+    scale = _broadcast(params.scale.astype(np.float64), values.shape, params)
     if params.zero_point is not None:
-        zp = _broadcast(np.asarray(params.zero_point).astype(np.float32), xf.shape, params)
-        xf = xf - zp
-    return (xf * scale).astype(np.float32)
+        values = values - _broadcast(
+            np.asarray(params.zero_point).astype(np.float64), values.shape, params
+        )
+    return (values * scale).astype(out_dtype)
 
 
 def quantize(x: np.ndarray, params: QuantParams) -> np.ndarray:
@@ -51,8 +59,12 @@ def fake_quantize(x: np.ndarray, params: QuantParams) -> np.ndarray:
     return dequantize(quantize(x, params), params)
 
 
-def per_channel_max_scales(weight: np.ndarray, axis: int = 0) -> np.ndarray:
-    """max|w| / 127 per slice along ``axis``: how TensorRT derives implicit INT8 weight scales."""
-    w = np.moveaxis(np.asarray(weight, dtype=np.float32), axis, 0)
-    amax = np.abs(w.reshape(w.shape[0], -1)).max(axis=1)
-    return (amax / 127.0).astype(np.float32)
+def implicit_weight_scales(weight: np.ndarray, axis: int) -> np.ndarray:
+    """max|w| / 127 per slice along ``axis`` (float64): how TensorRT derives INT8 weight scales.
+
+    An all-zero slice gets 0; callers that need a usable scale there pick their own (any positive
+    scale quantizes zeros to zeros).
+    """
+    w = np.asarray(weight)
+    moved = np.moveaxis(w, axis, 0).reshape(w.shape[axis], -1)
+    return np.abs(moved).max(axis=1).astype(np.float64) / 127.0

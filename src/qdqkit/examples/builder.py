@@ -2,7 +2,8 @@
 
 ``NetBuilder`` writes a float network with onnx.helper and marks where activations are quantized;
 ``build_qdq`` then runs the float model once in onnxruntime on seeded inputs to measure each marked
-tensor's max |x| (as a max calibrator would) and inserts Q/DQ in the chosen producer's style:
+tensor's max |x| (as a max calibrator would) and inserts Q/DQ with the ``InsertQdq`` pass, in the
+chosen producer's style:
 
 * ``"trt"``: pytorch-quantization / TensorRT QAT style: float weight -> Q -> DQ per output channel,
   activation Q -> DQ per tensor, int8 with explicit zero zero points, scales as initializers.
@@ -17,7 +18,11 @@ from typing import Any
 
 import numpy as np
 import onnx
+import onnx_ir as ir
 from onnx import TensorProto, helper, numpy_helper
+
+from qdqkit.core.numerics import make_session
+from qdqkit.passes.insert_qdq import ActivationQdq, InsertQdq, WeightQdq
 
 
 @dataclass
@@ -30,7 +35,7 @@ class NetBuilder:
     inputs: list[onnx.ValueInfoProto] = field(default_factory=list)
     outputs: list[onnx.ValueInfoProto] = field(default_factory=list)
     quantized_tensors: list[str] = field(default_factory=list)  # activation tensors to Q/DQ
-    quantized_weights: dict[str, int] = field(default_factory=dict)  # weight name -> channel axis
+    quantized_weights: list[str] = field(default_factory=list)  # weights to quantize per channel
     _count: int = 0
 
     def __post_init__(self) -> None:
@@ -84,7 +89,7 @@ class NetBuilder:
             np.float32
         )
         wname = self.const(f"{name}.weight", w)
-        self.quantized_weights[wname] = 0
+        self.quantized_weights.append(wname)
         if quantize_input:
             self.quantize(x)
         inputs = [x, wname]
@@ -120,7 +125,7 @@ class NetBuilder:
         name = name or self._name("fc")
         w = self.rng.normal(0, np.sqrt(1.0 / cin), size=(cout, cin)).astype(np.float32)
         wname = self.const(f"{name}.weight", w)
-        self.quantized_weights[wname] = 0
+        self.quantized_weights.append(wname)
         b = self.const(f"{name}.bias", np.zeros(cout, np.float32))
         if quantize_input:
             self.quantize(x)
@@ -140,20 +145,13 @@ def measure_amax(
     model: onnx.ModelProto, tensors: list[str], samples: int = 4, seed: int = 0
 ) -> dict[str, float]:
     """Max |x| of ``tensors`` over seeded inputs, measured by running ``model`` in onnxruntime."""
-    import onnxruntime as ort
-
     probe = onnx.ModelProto()
     probe.CopyFrom(model)
     known = {o.name for o in probe.graph.output}
     for t in tensors:
         if t not in known:
             probe.graph.output.append(helper.make_tensor_value_info(t, TensorProto.FLOAT, None))
-    options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    options.log_severity_level = 3  # a float probe may keep unused weight scales on purpose
-    session = ort.InferenceSession(
-        probe.SerializeToString(), options, providers=["CPUExecutionProvider"]
-    )
+    session = make_session(probe.SerializeToString())
     rng = np.random.default_rng(seed)
     amax = dict.fromkeys(tensors, 0.0)
     for _ in range(samples):
@@ -169,118 +167,52 @@ def measure_amax(
 
 def build_qdq(builder: NetBuilder, style: str = "trt", samples: int = 4) -> onnx.ModelProto:
     """Insert Q/DQ into the builder's float network in the given producer ``style``."""
-    model = builder.float_model()
-    amax = measure_amax(model, builder.quantized_tensors, samples=samples, seed=builder.seed)
+    float_model = builder.float_model()
+    amax = measure_amax(float_model, builder.quantized_tensors, samples=samples, seed=builder.seed)
+    model = ir.serde.deserialize_model(float_model)
     graph = model.graph
-    weights = {init.name: init for init in graph.initializer}
-    scale_dtype = np.float16 if style == "modelopt" else np.float32
-    new_nodes: list[onnx.NodeProto] = []
-    rename: dict[str, str] = {}
-
-    for tensor in builder.quantized_tensors:
-        scale = builder.const(f"{tensor}_scale", np.array(amax[tensor] / 127.0, dtype=scale_dtype))
-        q_inputs = [tensor, scale, builder.const(f"{tensor}_zp", np.array(0, dtype=np.int8))]
-        new_nodes.append(
-            helper.make_node("QuantizeLinear", q_inputs, [f"{tensor}_q"], name=f"{tensor}_Q")
-        )
-        new_nodes.append(
-            helper.make_node(
-                "DequantizeLinear",
-                [f"{tensor}_q", *q_inputs[1:]],
-                [f"{tensor}_dq"],
-                name=f"{tensor}_DQ",
-            )
-        )
-        rename[tensor] = f"{tensor}_dq"
-
-    for wname, axis in builder.quantized_weights.items():
-        w = numpy_helper.to_array(weights[wname])
-        w_amax = np.abs(w.reshape(w.shape[0], -1)).max(axis=1)
-        w_scale = (np.where(w_amax > 0, w_amax, 1.0) / 127.0).astype(np.float32)
-        zp = np.zeros(w.shape[0], dtype=np.int8)
-        if style == "modelopt":
-            q = np.clip(np.rint(w / w_scale.reshape(-1, *([1] * (w.ndim - 1)))), -127, 127).astype(
-                np.int8
-            )
-            for i, init in enumerate(builder.initializers):
-                if init.name == wname:
-                    builder.initializers[i] = numpy_helper.from_array(q, f"{wname}_quantized")
-            s = builder.const(f"{wname}_scale", w_scale.astype(scale_dtype))
-            new_nodes.append(
-                helper.make_node(
-                    "DequantizeLinear",
-                    [f"{wname}_quantized", s],
-                    [f"{wname}_dq"],
-                    name=f"{wname}_DQ",
-                    axis=axis,
-                )
-            )
-        else:
-            s = builder.const(f"{wname}_scale", w_scale)
-            z = builder.const(f"{wname}_zp", zp)
-            new_nodes.append(
-                helper.make_node(
-                    "QuantizeLinear", [wname, s, z], [f"{wname}_q"], name=f"{wname}_Q", axis=axis
-                )
-            )
-            new_nodes.append(
-                helper.make_node(
-                    "DequantizeLinear",
-                    [f"{wname}_q", s, z],
-                    [f"{wname}_dq"],
-                    name=f"{wname}_DQ",
-                    axis=axis,
-                )
-            )
-        rename[wname] = f"{wname}_dq"
-
-    # Rewire consumers (not the Q nodes themselves) to read the dequantized tensors.
-    rewired = []
-    for node in builder.nodes:
-        new = onnx.NodeProto()
-        new.CopyFrom(node)
-        for i, name in enumerate(new.input):
-            if name in rename:
-                new.input[i] = rename[name]
-        rewired.append(new)
+    values: dict[str, ir.Value] = {v.name: v for v in graph.inputs if v.name}
+    values.update((out.name, out) for node in graph for out in node.outputs if out.name)
+    activations = [ActivationQdq(values[t], amax[t] / 127.0) for t in builder.quantized_tensors]
+    weights = [
+        WeightQdq(use.node, keep_float=style != "modelopt")
+        for name in builder.quantized_weights
+        for use in graph.initializers[name].uses()
+    ]
+    InsertQdq(activations, weights)(model)
+    result = ir.serde.serialize_model(model)
+    # The models carry no intermediate value types (ONNX infers them), and fp16 retypes tensors.
+    del result.graph.value_info[:]
     if style == "modelopt":
-        new_nodes, rewired = _to_fp16(builder, new_nodes, rewired)
+        _to_fp16(result.graph)
     opset = 19 if style == "modelopt" else builder.opset
-    out = helper.make_graph(
-        new_nodes + rewired, builder.name, builder.inputs, builder.outputs, builder.initializers
-    )
-    result = helper.make_model(out, opset_imports=[helper.make_opsetid("", opset)])
+    del result.opset_import[:]
+    result.opset_import.append(helper.make_opsetid("", opset))
     result.ir_version = 9 if opset >= 19 else 8
     result.producer_name = "pytorch" if style == "trt" else "modelopt-style"
-    # Put nodes in topological order (Q/DQ were prepended before their producers).
+    # Casts for the fp16 outputs are added first; put nodes in topological order.
     return _toposort(result)
 
 
-def _to_fp16(
-    builder: NetBuilder, qdq_nodes: list[onnx.NodeProto], body: list[onnx.NodeProto]
-) -> tuple[list[onnx.NodeProto], list[onnx.NodeProto]]:
+def _to_fp16(graph: onnx.GraphProto) -> None:
     """ModelOpt's default: the float part runs in fp16, network I/O stays fp32 behind Casts."""
-    for i, init in enumerate(builder.initializers):
+    for init in graph.initializer:
         if init.data_type == TensorProto.FLOAT:
-            builder.initializers[i] = numpy_helper.from_array(
+            init.CopyFrom(numpy_helper.from_array(
                 numpy_helper.to_array(init).astype(np.float16), init.name
-            )
+            ))
+    body = list(graph.node)
     casts = []
-    for inp in builder.inputs:
-        casts.append(
-            helper.make_node(
-                "Cast",
-                [inp.name],
-                [f"{inp.name}_fp16"],
-                name=f"{inp.name}_cast",
-                to=TensorProto.FLOAT16,
-            )
-        )
-        for node in (*qdq_nodes, *body):
+    for inp in graph.input:
+        casts.append(helper.make_node(
+            "Cast", [inp.name], [f"{inp.name}_fp16"], name=f"{inp.name}_cast",
+            to=TensorProto.FLOAT16,
+        ))
+        for node in body:
             for j, name in enumerate(node.input):
                 if name == inp.name:
                     node.input[j] = f"{inp.name}_fp16"
-    for out in builder.outputs:
+    for out in graph.output:
         for node in body:
             for j, name in enumerate(node.output):
                 if name == out.name:
@@ -288,16 +220,12 @@ def _to_fp16(
             for j, name in enumerate(node.input):
                 if name == out.name:
                     node.input[j] = f"{out.name}_fp16"
-        casts.append(
-            helper.make_node(
-                "Cast",
-                [f"{out.name}_fp16"],
-                [out.name],
-                name=f"{out.name}_cast",
-                to=TensorProto.FLOAT,
-            )
-        )
-    return casts + qdq_nodes, body
+        casts.append(helper.make_node(
+            "Cast", [f"{out.name}_fp16"], [out.name], name=f"{out.name}_cast",
+            to=TensorProto.FLOAT,
+        ))
+    del graph.node[:]
+    graph.node.extend(casts + body)
 
 
 def _toposort(model: onnx.ModelProto) -> onnx.ModelProto:

@@ -23,6 +23,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from qdqkit.core.qdq_math import implicit_weight_scales
 from qdqkit.examples.builder import measure_amax
 
 VARIANTS = ("qat", "qat-residual", "qat-residual-qgap")
@@ -48,7 +49,7 @@ class _Graph:
         fan_in = int(np.prod(shape[1:]))
         w = self.rng.normal(0.0, np.sqrt(2.0 / fan_in), size=shape).astype(np.float32)
         self.inits[f"{name}.weight"] = w
-        scale = (np.maximum(np.abs(w.reshape(shape[0], -1)).max(axis=1), 1e-8) / 127.0)
+        scale = np.maximum(implicit_weight_scales(w, 0), 1e-8 / 127.0)
         self.inits[f"{name}.weight_scale"] = scale.astype(np.float32)
         self.inits[f"{name}.weight_zp"] = np.zeros(shape[0], np.int8)
         self.nodes.append(helper.make_node(

@@ -9,7 +9,7 @@ Rules:
 3. A DQ output that is a graph output keeps its name: ``x`` is renamed to it, or an Identity is
    inserted when ``x`` is itself a graph input or output.
 
-The caller has already refused what implicit INT8 cannot carry (see ``translate.extract``).
+The caller has already refused what implicit INT8 cannot carry (see ``translation.refusals``).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import onnx_ir as ir
 
 from qdqkit.core.constants import constant_array, constant_source
 from qdqkit.core.qdq import QdqView, is_quantize, node_label
+from qdqkit.core.qdq_math import dequantize
 from qdqkit.passes.scales import ScaleOrigin, ScaleTable
 
 # Readers that only look at a tensor's shape: quantizing the tensor changes nothing for them.
@@ -26,23 +27,12 @@ _SHAPE_ONLY_READERS = frozenset({"Shape", "Size"})
 
 
 def dequantized_array(view: QdqView, dq: ir.Node, out_dtype: np.dtype) -> np.ndarray:
-    """The float value a constant-input DQ produces, computed in float64 then cast once."""
+    """The float value a constant-input DQ produces, rounded once to ``out_dtype``."""
     params = view.params(dq)
     data = constant_array(dq.inputs[0])
     if params is None or data is None:
         raise ValueError(f"DequantizeLinear {node_label(dq)} has no constant input")
-    values = np.asarray(data).astype(np.float64)
-    scale = params.scale.astype(np.float64)
-    zero = (
-        np.zeros_like(scale) if params.zero_point is None
-        else np.asarray(params.zero_point).astype(np.float64)
-    )
-    if params.per_channel and params.axis is not None and values.ndim > 0:
-        axis = params.axis % values.ndim
-        shape = [1] * values.ndim
-        shape[axis] = -1
-        scale, zero = scale.reshape(shape), zero.reshape(shape)
-    return ((values - zero) * scale).astype(out_dtype)
+    return dequantize(data, params, out_dtype)
 
 
 def _float_dtype(view: QdqView, dq: ir.Node) -> np.dtype:

@@ -2,7 +2,8 @@
 
 Steps (each a pass or a small function with its own module):
 1. load (core.model_io refuses unreadable, truncated or escaping files) and check what implicit INT8
-   can carry (``extract``); optionally rename node outputs (the reference's first step);
+   can carry (``refusals``), and name weights whose scales TensorRT will recompute
+   (``weight_scales``); optionally rename node outputs (the reference's first step);
 2. strip every Q/DQ, keeping activation scales by tensor (``StripQdqPairs``), fold constant weight
    paths (TF Reshape/Transpose), BatchNormalization and zero Pads into their Convs;
 3. propagate scales to a fixpoint (``propagate``), choose FP16 layers (``fp16``), write the four files
@@ -14,7 +15,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import InitVar, dataclass
 from pathlib import Path
 
 import onnx_ir as ir
@@ -30,14 +31,10 @@ from qdqkit.passes.fold_weight_path import FoldWeightReshapeTranspose
 from qdqkit.passes.name_nodes import NameUnnamedNodes, RenameNodeOutputs
 from qdqkit.passes.scales import ScaleOrigin, ScaleTable
 from qdqkit.passes.strip_qdq import StripQdqPairs
-from qdqkit.translation.extract import (
-    WeightScaleMismatch,
-    check_initializer_data,
-    check_translatable,
-    weight_scale_mismatches,
-)
 from qdqkit.translation.fp16 import select_fp16_nodes
 from qdqkit.translation.propagate import PropagationOptions, propagate_scales
+from qdqkit.translation.refusals import check_initializer_data, check_translatable
+from qdqkit.translation.weight_scales import WeightScaleMismatch, weight_scale_mismatches
 from qdqkit.translation.writer import OutputPaths, write_outputs
 from qdqkit.trt.calib_cache import check_version
 
@@ -46,14 +43,26 @@ log = logging.getLogger("qdqkit.translation")
 
 @dataclass
 class TranslateOptions:
+    """The reference translator's flags; ``check_weight_scales`` is its ``calibration_type``.
+
+    The reference skips its weight-scale check for ``calibration_type="histogram"``; that spelling
+    is still accepted (``TranslateOptions(calibration_type="histogram")``) and sets
+    ``check_weight_scales`` to False.
+    """
+
     trt_calib_version: str = "8600"
     infer_average_pool_scales: bool = False
     infer_concat_scales: bool = False
     infer_mul_scales: bool = False
-    calibration_type: str = "max"
+    check_weight_scales: bool = True
     addtl_ops_to_infer_adjacent_scales: tuple[str, ...] = ()
     rename_node_outputs: bool = False
     add_unary_ew_scales_for_dla: bool = False
+    calibration_type: InitVar[str | None] = None
+
+    def __post_init__(self, calibration_type: str | None) -> None:
+        if calibration_type is not None:
+            self.check_weight_scales = calibration_type == "max"
 
     def propagation(self) -> PropagationOptions:
         return PropagationOptions(
@@ -126,7 +135,7 @@ def translate_model(model: ir.Model, options: TranslateOptions, where: str = "mo
     check_initializer_data(graph, where)
     constants = view.constant_values
     warnings = check_translatable(view, where, constants)
-    mismatches = weight_scale_mismatches(view) if options.calibration_type == "max" else []
+    mismatches = weight_scale_mismatches(view) if options.check_weight_scales else []
     NameUnnamedNodes()(model)
     if options.rename_node_outputs:
         RenameNodeOutputs()(model)

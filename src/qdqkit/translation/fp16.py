@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 import onnx_ir as ir
 
+from qdqkit.core.constants import constant_derived_values
 from qdqkit.core.qdq import FLOAT_TYPES
 from qdqkit.passes.scales import ScaleOrigin, ScaleTable
 
@@ -32,17 +33,15 @@ class Fp16Selection:
 
 
 def _classify(graph: ir.Graph) -> tuple[set[ir.Value], set[ir.Value]]:
-    """(constant-derived values, non-float values), in one forward sweep."""
-    constant: set[ir.Value] = set(graph.initializers.values())
+    """(constant-derived values, non-float values), each in one forward sweep."""
+    constant = constant_derived_values(graph)
     non_float: set[ir.Value] = {
-        v for v in (*graph.inputs, *constant) if v.dtype is not None and v.dtype not in FLOAT_TYPES
+        v for v in (*graph.inputs, *graph.initializers.values())
+        if v.dtype is not None and v.dtype not in FLOAT_TYPES
     }
     for node in graph:
         inputs = [v for v in node.inputs if v is not None]
-        all_const = all(v in constant for v in inputs)
         for out in node.outputs:
-            if all_const and node.op_type not in ("RandomNormal", "RandomUniform"):
-                constant.add(out)
             if out.dtype is not None:
                 if out.dtype not in FLOAT_TYPES:
                     non_float.add(out)

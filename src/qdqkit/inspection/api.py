@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from dataclasses import dataclass, field
 
 import onnx_ir as ir
 
@@ -18,49 +17,7 @@ from qdqkit.core.constants import constant_source
 from qdqkit.core.macs import infer_shapes, macs_of
 from qdqkit.core.model_io import load_model
 from qdqkit.core.qdq import DqSource, QdqView, QuantParams, dtype_label, is_quantize, node_label
-
-
-@dataclass
-class WeightedOpInfo:
-    name: str
-    op_type: str
-    quantized: bool
-    activation_quantized: bool
-    weight_style: str  # "q-dq", "dq-only", "float", "computed"
-    weight_granularity: str  # "per-channel(axis=0)", "per-tensor", "-"
-    macs: int | None
-
-
-@dataclass
-class ZeroPointProblem:
-    node: str
-    tensor: str
-    detail: str
-
-
-@dataclass
-class InspectResult:
-    path: str
-    ir_version: int
-    opsets: dict[str, int]
-    producer: str
-    node_count: int
-    op_counts: dict[str, int]
-    quantize_count: int
-    dequantize_count: int
-    styles: dict[str, int]
-    quant_types: dict[str, int]
-    scale_types: dict[str, int]
-    granularity: dict[str, int]
-    zero_point_problems: list[ZeroPointProblem]
-    unreadable_qdq: list[str]
-    weighted_ops: list[WeightedOpInfo] = field(default_factory=list)
-    int8_mac_share: float | None = None
-    total_macs: int | None = None
-
-    @property
-    def is_quantized(self) -> bool:
-        return self.quantize_count + self.dequantize_count > 0
+from qdqkit.inspection.result import InspectResult, WeightedOpInfo, ZeroPointProblem
 
 
 def _scale_spelling(value: ir.Value | None) -> str:

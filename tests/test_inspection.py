@@ -9,7 +9,7 @@ import onnx
 import pytest
 
 from qdqkit.examples.builder import demo_network
-from qdqkit.inspect import inspect_model
+from qdqkit.inspection import inspect_model
 from tests.builders import qdq_conv_model
 
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -1,4 +1,4 @@
-"""Check what implicit INT8 can carry before anything is rewritten, and compare weight scales.
+"""The refusals: what implicit INT8 cannot carry, checked before anything is rewritten.
 
 TensorRT's implicit INT8 has one symmetric, per-tensor, 8-bit scale per activation tensor, and
 computes weight scales itself. So we refuse: non-zero activation zero points, per-channel activation
@@ -10,13 +10,11 @@ and DQs of computed integer tensors. int32 DQ on constants (biases) are fine: th
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import numpy as np
 import onnx_ir as ir
 
 from qdqkit.core.errors import ModelLoadError, UnsupportedModelError
-from qdqkit.core.lazy_proto import release_mapped
 from qdqkit.core.qdq import (
     DqSource,
     QdqView,
@@ -25,7 +23,6 @@ from qdqkit.core.qdq import (
     is_quantize,
     node_label,
 )
-from qdqkit.passes.fold_weight_path import evaluate_constant
 
 _MAX_LISTED = 5
 
@@ -198,67 +195,3 @@ def _check_structure(view: QdqView, where: str) -> None:
                     f"{where}: graph input '{x.name}' is read both through DequantizeLinear "
                     f"'{node_label(dq)}' and directly; it cannot become a float input"
                 )
-
-
-@dataclass
-class WeightScaleMismatch:
-    node: str
-    weight: str
-    max_relative_difference: float
-
-
-def _output_channel_axis(node: ir.Node, rank: int) -> int:
-    if node.op_type == "ConvTranspose":
-        return 1
-    if node.op_type == "Gemm":
-        trans_b = node.attributes.get("transB")
-        return 0 if trans_b is not None and trans_b.as_int() else 1
-    if node.op_type == "MatMul":
-        return rank - 1
-    return 0
-
-
-def weight_scale_mismatches(view: QdqView, tolerance: float = 2e-3) -> list[WeightScaleMismatch]:
-    """Weights whose Q/DQ scales are not TensorRT's per-channel max|w|/127 (it recomputes them)."""
-    found: list[WeightScaleMismatch] = []
-    for node in view.weighted_nodes:
-        index = view.weight_index(node)
-        ref = view.weight_ref(node, index) if index is not None else None
-        if ref is None or ref.params is None or ref.path or ref.dequantize is None:
-            continue
-        if ref.quantize is not None:
-            # The float weight, possibly behind Reshape/Transpose of a constant (TF, onnxruntime).
-            w = evaluate_constant(ref.source)
-        else:
-            from qdqkit.passes.strip_qdq import dequantized_array
-
-            w = dequantized_array(view, ref.dequantize, np.dtype(np.float64))
-        if w is None or w.ndim == 0:
-            continue
-        _compare(found, node, ref.source, w, ref.params.scale, tolerance)
-        del w
-        release_mapped(ref.source)
-    return found
-
-
-def _compare(
-    found: list[WeightScaleMismatch], node: ir.Node, source: ir.Value | None, w: np.ndarray,
-    scales: np.ndarray, tolerance: float,
-) -> None:
-    w = np.asarray(w, dtype=np.float64)
-    if w.ndim == 0:
-        return
-    axis = _output_channel_axis(node, w.ndim)
-    amax = np.abs(np.moveaxis(w, axis, 0).reshape(w.shape[axis], -1)).max(axis=1)
-    expected = amax / 127.0
-    given = scales.astype(np.float64).reshape(-1)
-    if given.size not in (1, expected.size):
-        rel = float("inf")
-    else:
-        per_channel = np.broadcast_to(given, expected.shape)
-        live = expected > 0
-        diff = np.abs(per_channel[live] - expected[live]) / expected[live]
-        rel = float(np.max(diff)) if live.any() else 0.0
-    if rel > tolerance:
-        name = source.name if source is not None and source.name else ""
-        found.append(WeightScaleMismatch(node_label(node), name, rel))

@@ -1,0 +1,98 @@
+"""InsertQdq: activations get a per-tensor Q -> DQ, weights a per-channel int8 DQ or Q -> DQ."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx_ir as ir
+from onnx import helper
+
+from qdqkit.core.qdq import QdqView
+from qdqkit.core.qdq_math import implicit_weight_scales
+from qdqkit.passes.insert_qdq import ActivationQdq, InsertQdq, WeightQdq
+from tests.passes.pass_graphs import model, ops, run
+
+RNG = np.random.default_rng(3)
+W = RNG.normal(0, 0.3, size=(4, 3, 3, 3)).astype(np.float32)
+W[2] = 0.0  # an all-zero output channel still gets a usable scale
+FC = RNG.normal(0, 0.3, size=(5, 4)).astype(np.float32)  # Gemm B with transB: channels on axis 0
+
+
+def _net() -> ir.Model:
+    return model(
+        [helper.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+         helper.make_node("Relu", ["c"], ["r"], name="relu"),
+         helper.make_node("GlobalAveragePool", ["r"], ["p"], name="gap"),
+         helper.make_node("Flatten", ["p"], ["f"], name="flatten"),
+         helper.make_node("Gemm", ["f", "fc"], ["y"], name="fc", transB=1),
+         helper.make_node("Identity", ["r"], ["side"], name="side")],
+        {"w": W, "fc": FC}, {"x": [1, 3, 6, 6]}, ["y", "side"],
+    )
+
+
+def _value(m: ir.Model, name: str) -> ir.Value:
+    return next(out for node in m.graph for out in node.outputs if out.name == name)
+
+
+def _fake_quant(x: np.ndarray, scale: float) -> np.ndarray:
+    return (np.clip(np.rint(x / np.float32(scale)), -128, 127) * np.float32(scale)).astype(np.float32)
+
+
+def _weights_as_trt(w: np.ndarray, axis: int) -> np.ndarray:
+    scale = implicit_weight_scales(w, axis)
+    scale = np.where(scale > 0, scale, 1 / 127).astype(np.float32)
+    shape = [1] * w.ndim
+    shape[axis] = -1
+    s = scale.reshape(shape)
+    return (np.clip(np.rint(w / s), -127, 127) * s).astype(np.float32)
+
+
+def test_before_and_after_compute_the_fake_quantized_network() -> None:
+    x = RNG.uniform(-1, 1, size=(1, 3, 6, 6)).astype(np.float32)
+    after = _net()
+    relu, conv, gemm = _value(after, "r"), after.graph.node("conv"), after.graph.node("fc")
+    insert = InsertQdq([ActivationQdq(after.graph.inputs[0], 1 / 127),
+                        ActivationQdq(relu, 0.02, readers=(after.graph.node("gap"),))],
+                       [WeightQdq(conv), WeightQdq(gemm, keep_float=True)])
+    assert insert(after).modified
+    assert insert.quantized_activations == 2 and insert.quantized_weights == 2
+
+    # The same arithmetic, done by hand on the float network.
+    before = _net()
+    before.graph.initializers["w"].const_value = ir.Tensor(_weights_as_trt(W, 0), name="w")
+    before.graph.initializers["fc"].const_value = ir.Tensor(_weights_as_trt(FC, 0), name="fc")
+    c = run(before, {"x": _fake_quant(x, 1 / 127)})
+    expected_side = c[1]
+    # Only the pool reads the quantized Relu output; the side branch keeps the float one.
+    got_y, got_side = run(after, {"x": x})
+    np.testing.assert_allclose(got_side, expected_side, rtol=1e-5, atol=1e-6)
+    r = np.maximum(expected_side, 0)
+    pooled = _fake_quant(r, 0.02).mean(axis=(2, 3))
+    np.testing.assert_allclose(got_y, pooled @ _weights_as_trt(FC, 0).T, rtol=1e-4, atol=1e-5)
+
+
+def test_styles_names_and_view() -> None:
+    m = _net()
+    InsertQdq([ActivationQdq(m.graph.inputs[0], 0.01)],
+              [WeightQdq(m.graph.node("conv")), WeightQdq(m.graph.node("fc"), keep_float=True)])(m)
+    assert ops(m)[:3] == ["QuantizeLinear", "DequantizeLinear", "DequantizeLinear"]
+    assert "w" not in m.graph.initializers  # replaced by its int8 copy
+    assert m.graph.initializers["w_quantized"].const_value.dtype == ir.DataType.INT8  # type: ignore[union-attr]
+    view = QdqView(m.graph)
+    conv_ref = view.weight_ref(m.graph.node("conv"), 1)
+    fc_ref = view.weight_ref(m.graph.node("fc"), 1)
+    assert conv_ref is not None and conv_ref.style == "dq-only" and conv_ref.params is not None
+    assert fc_ref is not None and fc_ref.style == "q-dq" and fc_ref.params is not None
+    assert conv_ref.params.axis == 0 and fc_ref.params.axis == 0
+    np.testing.assert_array_equal(conv_ref.params.scale[2], np.float32(1 / 127))
+    assert {n.name for n in m.graph if n.op_type == "QuantizeLinear"} == {"x_Q", "fc_Q"}
+
+
+def test_a_graph_output_keeps_its_name_and_a_taken_name_gets_a_suffix() -> None:
+    m = _net()
+    side = _value(m, "side")
+    m.graph.node("relu").outputs[0].name = "side_q"  # the name the pass would pick
+    InsertQdq([ActivationQdq(side, 0.05)])(m)
+    assert [o.name for o in m.graph.outputs] == ["y", "side"]
+    producer = m.graph.outputs[1].producer()
+    assert producer is not None and producer.op_type == "DequantizeLinear"
+    assert m.graph.node("side_Q").outputs[0].name == "side_q_1"
