@@ -73,16 +73,16 @@ def test_plain_qat_has_fp16_residual_blocks_and_the_fixes_remove_them() -> None:
     qat = _report("qat")
     assert {b.key: b.layers for b in qat.by_kind_and_precision}[
         "Convolution INT8+FP16 → FP16"] == len(blocks)
-    finding = next(f for f in qat.findings if f.code == "float-residual-input")
+    finding = next(f for f in qat.findings if f.rule.name == "float-residual-input")
     assert finding.layers == blocks
     # Quantizing the residual input fixes all but the last block, whose consumer (the float
     # global average pool) wants FP32; quantizing the pool input fixes that one too.
     residual = _float_residual_blocks("qat-residual")
     assert len(residual) == 1 and residual[0].startswith("layer4.1.conv2")
-    finding = next(f for f in _report("qat-residual").findings if f.code == "float-residual-input")
+    finding = next(f for f in _report("qat-residual").findings if f.rule.name == "float-residual-input")
     assert finding.layers == residual
     assert _float_residual_blocks("qat-residual-qgap") == []
-    assert "float-residual-input" not in {f.code for f in _report("qat-residual-qgap").findings}
+    assert "float-residual-input" not in {f.rule.name for f in _report("qat-residual-qgap").findings}
 
 
 def test_int8_shares_match_the_files() -> None:
@@ -98,18 +98,18 @@ def test_int8_shares_match_the_files() -> None:
 
 
 def test_findings_name_what_is_left_to_fix() -> None:
-    codes = {f.code: f for f in _report("qat").findings}
+    codes = {f.rule.name: f for f in _report("qat").findings}
     assert codes["qdq-reformat"].layers[0] == "QuantizeLinear_2"
     assert codes["fp32-in-int8-engine"].layers == ["MaxPool_12"]
     assert codes["reformat-next-to-qdq"].layers == [
         "Reformatting CopyNode for Output Tensor 0 to MaxPool_12"]
     # With residual and pool quantized, the one Reformat left quantizes the network input.
-    qgap = {f.code: f for f in _report("qat-residual-qgap").findings}
+    qgap = {f.rule.name: f for f in _report("qat-residual-qgap").findings}
     assert qgap["input-quantize-reformat"].layers == ["QuantizeLinear_2"]
     assert "--inputIOFormats=int8:chw" in qgap["input-quantize-reformat"].message
     assert "fp32-in-int8-engine" not in qgap
     # A float engine has no INT8 findings at all.
-    fp16 = {f.code for f in _report("fp16").findings}
+    fp16 = {f.rule.name for f in _report("fp16").findings}
     assert not fp16 & {"fp32-in-int8-engine", "float-residual-input", "qdq-reformat"}
 
 
@@ -122,11 +122,11 @@ def test_slowest_layers_are_the_profile_maxima() -> None:
 def test_without_profile_and_with_names_only() -> None:
     report = report_engine(read_engine_graph(graph_path("qat")))
     assert report.total_layer_latency_ms is None and report.slowest == []
-    assert "no-profile" in {f.code for f in report.findings}
+    assert "no-profile" in {f.rule.name for f in report.findings}
     names_only = report_engine(read_engine_graph(CONSTRUCTED / "resnet-qat.names-only.graph.json"))
     assert names_only.names_only and names_only.int8_layer_share is None
     assert names_only.qdq_reformat_count == 10
-    assert "names-only" in {f.code for f in names_only.findings}
+    assert "names-only" in {f.rule.name for f in names_only.findings}
 
 
 def test_json_report_is_deterministic() -> None:

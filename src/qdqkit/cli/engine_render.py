@@ -66,7 +66,7 @@ def render_report(report: EngineReport) -> str:
         lines += ["", "findings:"]
         for f in report.findings:
             cost = f" [{f.latency_ms:.3f} ms]" if f.latency_ms else ""
-            lines.append(f"  {f.severity:<7} {f.code}: {f.message}{cost}")
+            lines.append(f"  {f.severity:<7} {f.rule.name}: {f.message}{cost}")
             shown = ", ".join(_short(n, 48) for n in f.layers[:4])
             if shown:
                 more = f" (+{len(f.layers) - 4} more)" if len(f.layers) > 4 else ""

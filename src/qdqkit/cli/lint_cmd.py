@@ -33,7 +33,8 @@ def register(subparsers: Any) -> None:
         description="List the lint rule catalog, or explain one rule: why it costs, what to do, "
         "where it comes from.",
     )
-    rules.add_argument("code", nargs="?", help="a rule code, e.g. QDQ201")
+    rules.add_argument("code", nargs="?", help="a rule code or name, e.g. QDQ201 or "
+                       "residual-skip-float")
     rules.add_argument("--json", action="store_true", help="print as JSON")
     rules.set_defaults(run=run_rules)
 
@@ -120,13 +121,13 @@ def render(result: Any, show_layers: bool = False) -> str:
 
 
 def _info() -> Any:
-    from qdqkit.linting.catalog import Severity
+    from qdqkit.rules import Severity
 
     return Severity.INFO
 
 
 def run_rules(args: argparse.Namespace) -> int:
-    from qdqkit.linting.catalog import RULES, rule
+    from qdqkit.rules import all_rules, rule
 
     if args.code:
         found = rule(args.code)
@@ -136,15 +137,16 @@ def run_rules(args: argparse.Namespace) -> int:
         print(f"{found.code} {found.name} [{found.severity}]\n")
         print(f"  {found.summary}\n")
         print(f"why it costs   {found.why}")
-        print(f"what to do     {found.fix}")
-        print(f"how it checks  {found.check}")
+        print(f"what to do     {found.what_to_do}")
+        print(f"how it checks  {found.how_it_checks}")
         fixable = "yes: a mechanical graph rewrite repairs it" if found.fixable else "no"
         print(f"fixable        {fixable}")
         print(f"rule base      {found.rule_id} (docs/tensorrt-qdq-rules.md)")
         return 0
     if args.json:
-        print_json(list(RULES))
+        print_json(list(all_rules()))
         return 0
-    rows = [[r.code, str(r.severity), r.name, r.rule_id, "yes" if r.fixable else ""] for r in RULES]
+    rows = [[r.code, str(r.severity), r.name, r.rule_id, "yes" if r.fixable else ""]
+            for r in all_rules()]
     print(table(rows, ["code", "severity", "name", "rule", "fix"]))
     return 0

@@ -13,7 +13,13 @@ from typing import Any
 
 
 def to_jsonable(obj: Any) -> Any:
-    """Plain JSON types; non-finite floats become null so the output is strict JSON."""
+    """Plain JSON types; non-finite floats become null so the output is strict JSON.
+
+    An object with a ``to_json()`` method is printed as what that returns (its published keys).
+    """
+    to_json = getattr(obj, "to_json", None)
+    if callable(to_json) and not isinstance(obj, type):
+        return to_jsonable(to_json())
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         return {f.name: to_jsonable(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
     if isinstance(obj, enum.Enum):

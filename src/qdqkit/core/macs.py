@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Callable
 
 import onnx_ir as ir
 
@@ -47,30 +48,45 @@ def _run_shape_inference(model: ir.Model) -> bool:
     )
 
 
-def _dims(value: ir.Value | None) -> list[int] | None:
-    if value is None or value.shape is None:
+ShapeOf = Callable[[ir.Value], "ir.Shape | None"]
+
+
+def _stored_shape(value: ir.Value) -> ir.Shape | None:
+    return value.shape
+
+
+def _dims(value: ir.Value | None, shape_of: ShapeOf = _stored_shape) -> list[int] | None:
+    shape = shape_of(value) if value is not None else None
+    if shape is None:
         return None
-    return [d if isinstance(d, int) and d > 0 else 1 for d in value.shape]
+    return [d if isinstance(d, int) and d > 0 else 1 for d in shape]
 
 
 def _prod(values: list[int]) -> int:
     return math.prod(values) if values else 1
 
 
-def macs_of(node: ir.Node, weight_shape: tuple[int, ...] | None = None) -> int | None:
-    """MACs of one Conv/ConvTranspose/Gemm/MatMul, or None when shapes are unknown."""
+def macs_of(
+    node: ir.Node, weight_shape: tuple[int, ...] | None = None, *,
+    shape_of: ShapeOf = _stored_shape,
+) -> int | None:
+    """MACs of one Conv/ConvTranspose/Gemm/MatMul, or None when shapes are unknown.
+
+    ``shape_of`` reads a value's shape (default: the shape stored on the value), so a caller can
+    supply inferred shapes without writing them into the model.
+    """
     try:
         if node.op_type == "Conv":
-            out = _dims(node.outputs[0])
-            w = list(weight_shape) if weight_shape else _dims(node.inputs[1])
+            out = _dims(node.outputs[0], shape_of)
+            w = list(weight_shape) if weight_shape else _dims(node.inputs[1], shape_of)
             return _prod(out) * _prod(w[1:]) if out and w else None
         if node.op_type == "ConvTranspose":
-            x = _dims(node.inputs[0])
-            w = list(weight_shape) if weight_shape else _dims(node.inputs[1])
+            x = _dims(node.inputs[0], shape_of)
+            w = list(weight_shape) if weight_shape else _dims(node.inputs[1], shape_of)
             return _prod(x) * _prod(w[1:]) if x and w else None
         if node.op_type in ("Gemm", "MatMul"):
-            out = _dims(node.outputs[0])
-            a = _dims(node.inputs[0])
+            out = _dims(node.outputs[0], shape_of)
+            a = _dims(node.inputs[0], shape_of)
             if not out or not a:
                 return None
             trans_a = (

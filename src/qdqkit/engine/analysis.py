@@ -36,6 +36,27 @@ def quantized_engine(graph: EngineGraph) -> bool:
     return any(layer.precision.is_quantized for layer in graph.layers if is_compute(layer))
 
 
+def int8_conv_outputs(graph: EngineGraph) -> int:
+    """Convolutions (and deconvolutions) that write a quantized tensor: the K2 regression count."""
+    kinds = (LayerKind.CONVOLUTION, LayerKind.DECONVOLUTION)
+    return sum(
+        1 for layer in graph.layers
+        if layer.kind in kinds and layer.output_precision.is_quantized
+    )
+
+
+def quantized_io(layer: EngineLayer) -> str:
+    """``INT8+float -> INT8``: which inputs and outputs are quantized, whatever the float type."""
+    ins = "+".join("INT8" if t.precision.is_quantized else "float" for t in layer.inputs) or "-"
+    outs = "+".join("INT8" if t.precision.is_quantized else "float" for t in layer.outputs) or "-"
+    return f"{ins} -> {outs}"
+
+
+def layout_only(layer: EngineLayer) -> bool:
+    """A layer that only changes layout (a non-Q/DQ Reformat or a NoOp): builds differ on these."""
+    return (layer.is_reformat and layer.origin != "QDQ") or layer.kind == LayerKind.NOOP
+
+
 @dataclass
 class Topology:
     """Data-flow edges between layers, by index into ``graph.layers``.
@@ -48,10 +69,6 @@ class Topology:
     succs: list[list[int]]
     edge_precision: dict[tuple[int, int], Precision] = field(default_factory=dict)
     graph_inputs: dict[int, list[str]] = field(default_factory=dict)  # layer -> network inputs read
-
-    @property
-    def edge_count(self) -> int:
-        return sum(len(s) for s in self.succs)
 
 
 def topology(graph: EngineGraph) -> Topology:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 from pathlib import Path
+from typing import Any
 
+from qdqkit.core.text import plural
 from qdqkit.engine.analysis import is_compute, latency_sum, precision_signature
 from qdqkit.trt.engine import EngineGraph, EngineLayer, Precision
 from qdqkit.trt.engine_matching import match_layers
@@ -60,6 +62,18 @@ class LoneLayer:
 
 
 @dataclass
+class MatchedLayers:
+    """The compared engines and their layers as matched, for callers that judge layers themselves
+    (``lint --engine``): every matched pair, including those inside a fused group."""
+
+    a: EngineGraph
+    b: EngineGraph
+    pairs: list[tuple[EngineLayer, EngineLayer]]
+    only_a: list[EngineLayer]
+    only_b: list[EngineLayer]
+
+
+@dataclass
 class EngineDiff:
     a: EngineSide
     b: EngineSide
@@ -69,6 +83,11 @@ class EngineDiff:
     only_in_a: list[LoneLayer]
     only_in_b: list[LoneLayer]
     summary: list[str]
+    layers: MatchedLayers = field(repr=False)
+
+    def to_json(self) -> dict[str, Any]:
+        # The layer objects are already described by the fields above.
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "layers"}
 
 
 def _side(graph: EngineGraph) -> EngineSide:
@@ -98,10 +117,6 @@ def _lone(layer: EngineLayer) -> LoneLayer:
                      layer.latency_ms)
 
 
-def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
-
-
 def _headline(a: EngineSide, b: EngineSide) -> str | None:
     for label, before, after in (
         ("end-to-end median", a.end_to_end_median_ms, b.end_to_end_median_ms),
@@ -128,7 +143,7 @@ def _precision_story(changes: list[LayerMatch]) -> list[str]:
         time_b = sum(m.latency_b_ms or 0.0 for m in items)
         timing = f"; their time {time_a:.3f} → {time_b:.3f} ms" if time_a or time_b else ""
         verb = "writes" if len(items) == 1 else "write"
-        lines.append(f"{_count(len(items), 'layer')} now {verb} {after} instead of {before} (e.g. "
+        lines.append(f"{plural(len(items), 'layer')} now {verb} {after} instead of {before} (e.g. "
                      f"'{items[0].b}'){timing}")
     return lines
 
@@ -146,12 +161,12 @@ def _summary(diff: EngineDiff) -> list[str]:
         cost = sum(la.latency_ms or 0.0 for la in gone)
         qdq = sum(1 for la in gone if la.origin == "QDQ")
         what = f", {qdq} of them Q/DQ Reformats" if qdq else ""
-        parts.append((-cost, f"{_count(len(diff.only_in_a), 'layer')} of A gone in B{what}: "
+        parts.append((-cost, f"{plural(len(diff.only_in_a), 'layer')} of A gone in B{what}: "
                              f"-{cost:.3f} ms"))
     new = [la for la in diff.only_in_b if la.latency_ms]
     if new:
         cost = sum(la.latency_ms or 0.0 for la in new)
-        parts.append((cost, f"{_count(len(diff.only_in_b), 'layer')} new in B: +{cost:.3f} ms"))
+        parts.append((cost, f"{plural(len(diff.only_in_b), 'layer')} new in B: +{cost:.3f} ms"))
     for group in diff.fused:
         delta = _delta(group.latency_before_ms, group.latency_after_ms)
         if delta:
@@ -211,6 +226,10 @@ def diff_engines(a: EngineGraph, b: EngineGraph) -> EngineDiff:
         only_in_a=[_lone(a.layers[i]) for i in matching.only_a],
         only_in_b=[_lone(b.layers[j]) for j in matching.only_b],
         summary=[],
+        layers=MatchedLayers(
+            a, b, [(a.layers[i], b.layers[j]) for i, j in matching.pairs],
+            [a.layers[i] for i in matching.only_a], [b.layers[j] for j in matching.only_b],
+        ),
     )
     diff.summary = _summary(diff)
     return diff

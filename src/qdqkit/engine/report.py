@@ -1,12 +1,18 @@
-"""``report_engine(graph)``: where an engine's layers and time go, and what to fix first."""
+"""``report_engine(graph)``: where an engine's layers and time go, and what to fix first.
+
+The findings are the engine-level rules of the catalog (``qdqkit.rules``, QDQ6xx), run in code
+order over an ``EngineContext``.
+"""
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
+from qdqkit.core.text import plural
 from qdqkit.engine.analysis import (
     is_compute,
     is_copy_node,
@@ -15,6 +21,7 @@ from qdqkit.engine.analysis import (
     quantized_engine,
     topology,
 )
+from qdqkit.rules import Finding, units_for
 from qdqkit.trt.engine import EngineGraph, EngineLayer, LayerKind, Precision
 from qdqkit.trt.engine_timing import end_to_end_of
 
@@ -50,12 +57,28 @@ class SlowLayer:
 
 
 @dataclass
-class Finding:
-    code: str
-    severity: str  # "warning" or "info"
-    message: str
-    layers: list[str] = field(default_factory=list)
-    latency_ms: float | None = None
+class EngineContext:
+    """What every engine rule's check can ask: the engine, its Reformats, whether names only."""
+
+    graph: EngineGraph
+    reformats: list[ReformatInfo]
+    names_only: bool
+
+    @cached_property
+    def compute(self) -> list[EngineLayer]:
+        return [layer for layer in self.graph.layers if is_compute(layer)]
+
+    @cached_property
+    def quantized(self) -> bool:
+        return quantized_engine(self.graph)
+
+    @staticmethod
+    def counted(n: int, noun: str, verb: str = "") -> str:
+        """``1 layer runs`` / ``2 layers run``."""
+        text = plural(n, noun)
+        if verb:
+            text += f" {verb}s" if n == 1 else f" {verb}"
+        return text
 
 
 @dataclass
@@ -121,110 +144,9 @@ def _reformat_infos(graph: EngineGraph) -> list[ReformatInfo]:
     return infos
 
 
-def _io_format_hint(fmt: str | None) -> str:
-    lowered = (fmt or "").lower()
-    if "thirty-two" in lowered:
-        return "int8:chw32"
-    if "four wide" in lowered:
-        return "int8:chw4"
-    return "int8:chw"
-
-
-def _count(n: int, noun: str, verb: str = "") -> str:
-    """``1 layer runs`` / ``2 layers run``."""
-    text = f"{n} {noun}" if n == 1 else f"{n} {noun}s"
-    if verb:
-        text += f" {verb}s" if n == 1 else f" {verb}"
-    return text
-
-
-def _names(layers: list[EngineLayer]) -> list[str]:
-    return [layer.name for layer in layers]
-
-
 def _findings(graph: EngineGraph, reformats: list[ReformatInfo], names_only: bool) -> list[Finding]:
-    found: list[Finding] = []
-    if names_only:
-        found.append(Finding(
-            "names-only", "warning",
-            "the export has layer names only, so kinds are guessed and precisions unknown; rebuild "
-            "with trtexec --profilingVerbosity=detailed --exportLayerInfo=...",
-        ))
-    unmatched = graph.metadata.get("unmatched_profile_records") or []
-    if unmatched:
-        found.append(Finding(
-            "profile-mismatch", "warning",
-            f"{_count(len(unmatched), 'profile record')} name no layer of this engine (first: "
-            f"{unmatched[0]!r}); were the two files exported from the same build?",
-            list(unmatched),
-        ))
-    compute = [layer for layer in graph.layers if is_compute(layer)]
-    if quantized_engine(graph):
-        fp32 = [la for la in compute if la.precision is Precision.FP32]
-        if fp32:
-            found.append(Finding(
-                "fp32-in-int8-engine", "warning",
-                f"{_count(len(fp32), 'layer', 'run')} in FP32 in an INT8 engine: quantize their inputs, or "
-                "export the float part of the model in FP16 (TensorRT 11 has no --fp16)",
-                _names(fp32), latency_sum(fp32),
-            ))
-        fp16 = [la for la in compute if la.precision in (Precision.FP16, Precision.BF16)]
-        if fp16:
-            found.append(Finding(
-                "fp16-in-int8-engine", "info",
-                f"{_count(len(fp16), 'layer', 'run')} in FP16/BF16 in an INT8 engine; quantize their inputs "
-                "if they matter for speed",
-                _names(fp16), latency_sum(fp16),
-            ))
-        mixed = [
-            la for la in compute
-            if la.input_precision.is_quantized and len(la.inputs) > 1
-            and any(t.precision.is_float for t in la.inputs[1:])
-        ]
-        if mixed:
-            floats = sorted({t.precision.value for la in mixed for t in la.inputs[1:]
-                             if t.precision.is_float})
-            found.append(Finding(
-                "float-residual-input", "warning",
-                f"{_count(len(mixed), 'fused layer')} with an INT8 input and a float "
-                f"({'/'.join(floats)}) second input, the residual/skip tensor of a Conv+Add: such a "
-                "layer writes float and needs Q/DQ Reformats around it; quantize the skip input "
-                "with a Q/DQ pair",
-                _names(mixed), latency_sum(mixed),
-            ))
-    qdq = graph.qdq_reformats()
-    if qdq:
-        found.append(Finding(
-            "qdq-reformat", "warning" if len(qdq) > 1 else "info",
-            f"{_count(len(qdq), 'Reformat layer')} made from Q/DQ nodes TensorRT could not fuse "
-            "into a neighbouring layer; each is an extra pass over the tensor",
-            _names(qdq), latency_sum(qdq),
-        ))
-    beside = [r for r in reformats if r.next_to_qdq]
-    if beside:
-        found.append(Finding(
-            "reformat-next-to-qdq", "warning",
-            f"{_count(len(beside), 'layout Reformat', 'sit')} next to a Q/DQ Reformat: the tensor "
-            "is converted twice in a row; moving the Q/DQ so it fuses usually removes both",
-            [r.name for r in beside], sum(r.latency_ms or 0.0 for r in beside) or None,
-        ))
-    input_names = {t.name for t in graph.inputs}
-    io_qdq = [la for la in qdq if any(t.name in input_names for t in la.inputs)]
-    for layer in io_qdq:
-        hint = _io_format_hint(layer.outputs[0].format if layer.outputs else None)
-        found.append(Finding(
-            "input-quantize-reformat", "info",
-            f"'{layer.name}' quantizes the network input; feed INT8 directly with "
-            f"trtexec --inputIOFormats={hint} to drop it (the caller then quantizes the input)",
-            [layer.name], layer.latency_ms,
-        ))
-    if graph.total_latency_ms() is None:
-        found.append(Finding(
-            "no-profile", "info",
-            "no per-layer timing: pass --profile ENGINE.profile.json (trtexec --exportProfile) "
-            "to see where the time goes",
-        ))
-    return found
+    ctx = EngineContext(graph, reformats, names_only)
+    return [finding for unit in units_for("engine") for finding in unit.run(ctx)]
 
 
 def report_engine(graph: EngineGraph, top: int = 10) -> EngineReport:

@@ -1,76 +1,65 @@
 """``qdqkit lint`` and ``qdqkit.lint()``: predict the TensorRT engine, name every fusion breaker.
 
-``lint(model, trt=..., target=..., engine=...)`` runs the engine predictor, then every check of the
-rule catalog (``catalog.RULES``) over the prediction, and returns findings grouped by rule with the
-predicted engine summary; with ``engine=`` a real ``trtexec --exportLayerInfo`` export, it also
-lists where the prediction and the real engine disagree.
+``lint(model, trt=..., target=..., engine=...)`` runs the engine predictor, then every model rule
+of the registry (``qdqkit.rules``) over the prediction, and returns findings grouped by rule with
+the predicted engine summary; with ``engine=`` a real ``trtexec --exportLayerInfo`` export, it
+also diffs the predicted engine against the real one and lists where they disagree.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import onnx_ir as ir
 
 from qdqkit.core.gc_pause import paused_cyclic_gc
 from qdqkit.linting.catalog import RULES, Severity
-from qdqkit.linting.checks_concat_pool import check_concat, check_float_pool, check_maxpool_scales
-from qdqkit.linting.checks_model import check_model, check_unexplained_reformats
-from qdqkit.linting.checks_qdq import check_integer_ops, check_params, check_tensor_quantizers
-from qdqkit.linting.checks_residual import (
-    check_add_inputs,
-    check_int8_in_float_out,
-    check_residual_fusion,
-)
-from qdqkit.linting.checks_weighted import (
-    check_channel_alignment,
-    check_deconv_activation,
-    check_epilogue_qdq,
-    check_pad_qdq,
-    check_silu,
-    check_weighted_quantization,
-)
 from qdqkit.linting.context import LintContext
-from qdqkit.linting.result import EngineSummary, Finding, LintResult, RuleGroup
+from qdqkit.linting.result import EngineComparison, EngineSummary, LintResult, RuleGroup
+from qdqkit.rules import Finding, units_for
 from qdqkit.trt.engine import EngineGraph, Precision
 from qdqkit.trt.predict import run_prediction
 
-Check = Callable[[LintContext], Iterable[Finding]]
 
-CHECKS: tuple[Check, ...] = (
-    check_weighted_quantization, check_epilogue_qdq, check_silu, check_deconv_activation,
-    check_pad_qdq, check_channel_alignment, check_residual_fusion, check_add_inputs,
-    check_concat, check_maxpool_scales, check_float_pool, check_int8_in_float_out,
-    check_params, check_tensor_quantizers, check_integer_ops, check_model,
-)
+def run_rules(ctx: LintContext) -> list[Finding]:
+    """Every model rule's findings; units that run last see what the others found."""
+    units = units_for("model")
+    findings: list[Finding] = []
+    for unit in units:
+        if not unit.runs_last:
+            findings.extend(unit.run(ctx))
+    earlier = list(findings)
+    for unit in units:
+        if unit.runs_last:
+            findings.extend(unit.run(ctx, earlier))
+    return findings
 
 
-def summarize(engine: EngineGraph) -> EngineSummary:
+def summarize(predicted: EngineGraph) -> EngineSummary:
     by_precision: dict[str, int] = {}
-    for layer in engine.layers:
+    for layer in predicted.layers:
         if not layer.is_reformat:
             key = layer.precision.value
             by_precision[key] = by_precision.get(key, 0) + 1
-    macs = [(layer.extra.get("macs"), layer.extra.get("int8_compute")) for layer in engine.layers]
-    total = sum(m for m, _ in macs if isinstance(m, int))
-    int8 = sum(m for m, q in macs if isinstance(m, int) and q)
+    costs = [layer.cost for layer in predicted.layers if layer.cost is not None]
+    total = sum(c.macs for c in costs if c.macs is not None)
+    int8 = sum(c.macs for c in costs if c.macs is not None and c.int8_compute)
     devices: dict[str, int] = {}
-    if engine.target == "dla":
-        for layer in engine.layers:
+    if predicted.target == "dla":
+        for layer in predicted.layers:
             devices[layer.device] = devices.get(layer.device, 0) + 1
     return EngineSummary(
-        layers=len(engine.layers),
+        layers=len(predicted.layers),
         layers_by_precision=dict(sorted(by_precision.items())),
-        reformats=len(engine.reformats()),
-        qdq_reformats=len(engine.qdq_reformats()),
+        reformats=len(predicted.reformats()),
+        qdq_reformats=len(predicted.qdq_reformats()),
         int8_macs=int8 if total else None,
         total_macs=total or None,
         int8_mac_share=(int8 / total) if total else None,
-        elided_nodes=len(engine.metadata.get("elided_nodes", [])),
+        elided_nodes=len(predicted.metadata.get("elided_nodes", [])),
         int8_output_layers=sum(
-            1 for layer in engine.layers
+            1 for layer in predicted.layers
             if not layer.is_reformat and layer.output_precision == Precision.INT8
         ),
         devices=devices,
@@ -84,32 +73,33 @@ def lint(
     target: str = "gpu",
     engine: str | os.PathLike[str] | None = None,
 ) -> LintResult:
-    """Predict the engine of ``model`` and run every lint rule over it."""
+    """Predict the engine of ``model`` and run every lint rule over it.
+
+    ``engine`` is the path of a real engine's ``trtexec --exportLayerInfo`` JSON to compare the
+    prediction with.
+    """
+    real_engine_path = engine
     name = "<in-memory model>" if isinstance(model, ir.Model) else os.fspath(model)
     with paused_cyclic_gc():
         prediction = run_prediction(model, trt=trt, target=target)
         ctx = LintContext(prediction)
-        findings: list[Finding] = []
-        for check in CHECKS:
-            findings.extend(check(ctx))
-        named = {node for f in findings for node in f.nodes}
-        findings.extend(check_unexplained_reformats(ctx, named))
-    groups = []
-    for rule in RULES:
-        mine = [f for f in findings if f.code == rule.code]
-        if mine:
-            groups.append(RuleGroup.of(rule, mine))
+        findings = run_rules(ctx)
+    by_code: dict[str, list[Finding]] = {}
+    for finding in findings:
+        by_code.setdefault(finding.code, []).append(finding)
+    groups = [RuleGroup.of(rule, by_code[rule.code]) for rule in RULES if rule.code in by_code]
+    predicted = prediction.engine
     result = LintResult(
         model=name, trt=prediction.trt, target=prediction.target,
         quantized=ctx.view.qdq_count > 0, groups=groups,
-        summary=summarize(prediction.engine), engine=prediction.engine,
+        summary=summarize(predicted), engine=predicted,
     )
-    if engine is not None:
-        from qdqkit.linting.compare import compare_engines
+    if real_engine_path is not None:
+        from qdqkit.engine.diff import diff_engines
         from qdqkit.trt.engine_json import read_engine_graph
 
-        real = read_engine_graph(Path(engine))
-        result.comparison = compare_engines(prediction.engine, real)
+        real = read_engine_graph(Path(real_engine_path))
+        result.comparison = EngineComparison.of(diff_engines(predicted, real))
     return result
 
 

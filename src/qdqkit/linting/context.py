@@ -1,24 +1,19 @@
-"""What every check can ask: the prediction, the Q/DQ view, and cost wording from the engine."""
+"""What every model rule's check can ask: the prediction's queries, the Q/DQ view, cost wording."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from functools import cached_property
 
 import onnx_ir as ir
 
 from qdqkit.core.qdq import QdqView, is_dequantize, is_quantize, node_label
-from qdqkit.linting.catalog import RULES_BY_CODE
-from qdqkit.linting.result import Finding
+from qdqkit.core.text import plural
+from qdqkit.rules import Finding, rule
 from qdqkit.trt.engine import EngineLayer
 from qdqkit.trt.predict import Prediction
 from qdqkit.trt.predict.fusion import Block
 from qdqkit.trt.predict.wanted import usable_scale
-
-
-def name_of(node: ir.Node) -> str:
-    return node.name or node_label(node)
 
 
 def block_label(name: str) -> str:
@@ -39,11 +34,7 @@ def module_label(block: Block) -> str:
         while "." in module and module.rsplit(".", 1)[1].isdigit():
             module = module.rsplit(".", 1)[0]  # 'layer2.0.downsample.0' is in 'layer2.0'
         return block_label(module)
-    return block_label(name_of(node))
-
-
-def plural(n: int, word: str) -> str:
-    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+    return block_label(node_label(node))
 
 
 @dataclass
@@ -60,35 +51,8 @@ class LintContext:
 
     def finding(self, code: str, message: str, *, nodes: Iterable[str] = (),
                 tensors: Iterable[str] = (), cost: str = "") -> Finding:
-        rule = RULES_BY_CODE[code]
-        return Finding(code, rule.severity, message, list(nodes), list(tensors), cost)
-
-    def layer_of(self, node: ir.Node) -> EngineLayer | None:
-        walk = self.prediction.walk
-        if node in walk.qdq_layer:
-            return walk.qdq_layer[node]
-        if node in walk.absorbed_into:
-            return walk.absorbed_into[node]
-        block = walk.block_of.get(node)
-        return walk.layer_of_block.get(block) if block is not None else None
-
-    @cached_property
-    def _qdq_reformats_by_input(self) -> dict[str, list[EngineLayer]]:
-        # Built once, so asking per finding stays linear in the engine's size.
-        index: dict[str, list[EngineLayer]] = {}
-        for layer in self.prediction.engine.layers:
-            if layer.origin == "QDQ":
-                for name in dict.fromkeys(t.name for t in layer.inputs):
-                    index.setdefault(name, []).append(layer)
-        return index
-
-    def reformats_reading(self, layer: EngineLayer) -> list[EngineLayer]:
-        """Q/DQ Reformat layers that read one of ``layer``'s outputs, in engine order."""
-        found: dict[int, EngineLayer] = {}
-        for tensor in layer.outputs:
-            for other in self._qdq_reformats_by_input.get(tensor.name, []):
-                found.setdefault(id(other), other)
-        return list(found.values())
+        return Finding(code=code, severity=rule(code).severity, message=message,
+                       nodes=list(nodes), tensors=list(tensors), cost=cost)
 
     def reformat_finding(
         self, code: str, message: str, anchor: ir.Node, reformats: list[EngineLayer], *,
@@ -97,7 +61,7 @@ class LintContext:
         """A finding at ``anchor`` whose cost is the Reformat layers it causes (named as nodes too)."""
         return self.finding(
             code, message,
-            nodes=[name_of(anchor), *(n for r in reformats for n in r.onnx_nodes)],
+            nodes=[node_label(anchor), *(n for r in reformats for n in r.onnx_nodes)],
             tensors=tensors, cost=self.reformat_cost(reformats, consequence),
         )
 
@@ -110,11 +74,30 @@ class LintContext:
             return None
         return producer
 
+    def unwrap_qdq(self, value: ir.Value | None) -> tuple[ir.Value | None, list[ir.Node]]:
+        """``value`` with one DQ(Q(x)) pair peeled off, and the pair's nodes."""
+        dq = self.dq_of(value)
+        if dq is None:
+            return value, []
+        q = self.view.quantize_of(dq)
+        if q is None or q.inputs[0] is None:
+            return value, []
+        return q.inputs[0], [q, dq]
+
     def is_constant(self, value: ir.Value | None) -> bool:
         return self.prediction.facts.is_constant(value)
 
     def activation_quantizers(self, value: ir.Value) -> list[ir.Node]:
         return [u.node for u in value.uses() if is_quantize(u.node) and u.idx == 0]
+
+    def quantizer_scales(self, value: ir.Value) -> set[float | None]:
+        """The scales of the activation Qs reading ``value``."""
+        return {self.scale(q) for q in self.activation_quantizers(value)}
+
+    def reformats_of(self, nodes: Iterable[ir.Node | None]) -> list[EngineLayer]:
+        """The standalone Reformats of those Q/DQ nodes that did not fuse, in the nodes' order."""
+        found = (self.prediction.reformat_of(n) for n in nodes if n is not None)
+        return [layer for layer in found if layer is not None]
 
     def reformat_cost(self, layers: list[EngineLayer], tail: str = "") -> str:
         if not layers and tail:

@@ -2,20 +2,16 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from qdqkit.linting.catalog import Rule, Severity
+from qdqkit.engine.analysis import int8_conv_outputs, layout_only, quantized_io
+from qdqkit.rules import Finding, Rule, Severity
 from qdqkit.trt.engine import EngineGraph
 
-
-@dataclass
-class Finding:
-    code: str
-    severity: Severity
-    message: str  # what and where, one line
-    nodes: list[str] = field(default_factory=list)  # ONNX node names
-    tensors: list[str] = field(default_factory=list)  # ONNX tensor names
-    cost: str = ""  # the predicted cost, e.g. "+1 Reformat layer; block layer2.1 writes FP16"
+if TYPE_CHECKING:
+    from qdqkit.engine.diff import EngineDiff
 
 
 @dataclass
@@ -57,6 +53,14 @@ class Disagreement:
 
 @dataclass
 class EngineComparison:
+    """Where a predicted engine (A of the diff) and a real one (B) disagree (rule K1, K2).
+
+    Disagreements are kept to what the prediction claims: the count of Q/DQ Reformat layers, which
+    convolutions write INT8, and for matched layers whether input and output are quantized. FP16
+    against FP32 is not a disagreement: under ``--best`` TensorRT picks between them by timing,
+    which no static rule can.
+    """
+
     real_engine: str
     matched_layers: int
     predicted_qdq_reformats: int
@@ -64,6 +68,38 @@ class EngineComparison:
     predicted_int8_conv_outputs: int
     real_int8_conv_outputs: int
     disagreements: list[Disagreement]
+
+    @classmethod
+    def of(cls, diff: EngineDiff) -> EngineComparison:
+        predicted, real = diff.layers.a, diff.layers.b
+        counts = (
+            ("Q/DQ Reformat layers", diff.a.qdq_reformats, diff.b.qdq_reformats),
+            ("convolutions writing INT8", int8_conv_outputs(predicted), int8_conv_outputs(real)),
+        )
+        disagreements = [
+            Disagreement(subject, str(mine), str(theirs))
+            for subject, mine, theirs in counts if mine != theirs
+        ]
+        for predicted_layer, real_layer in diff.layers.pairs:
+            if quantized_io(predicted_layer) != quantized_io(real_layer):
+                disagreements.append(Disagreement(
+                    f"layer '{real_layer.name}'", quantized_io(predicted_layer),
+                    quantized_io(real_layer)))
+        for layer in diff.layers.only_a:
+            if not layout_only(layer):
+                disagreements.append(Disagreement(f"layer '{layer.name}'", "present", "absent"))
+        for layer in diff.layers.only_b:
+            if not layout_only(layer):
+                disagreements.append(Disagreement(f"layer '{layer.name}'", "absent", "present"))
+        return cls(
+            real_engine=os.fspath(real.source),
+            matched_layers=len(diff.layers.pairs),
+            predicted_qdq_reformats=diff.a.qdq_reformats,
+            real_qdq_reformats=diff.b.qdq_reformats,
+            predicted_int8_conv_outputs=int8_conv_outputs(predicted),
+            real_int8_conv_outputs=int8_conv_outputs(real),
+            disagreements=disagreements,
+        )
 
 
 @dataclass

@@ -38,9 +38,10 @@ def _ints(node: ir.Node, name: str) -> list[int]:
 def dla_blocker(node: ir.Node, facts: GraphFacts) -> str | None:
     """Why ``node`` cannot run on DLA, or None if it can (I5)."""
     for value in (*node.inputs, *node.outputs):
-        if value is None or facts.is_constant(value) or value.shape is None:
+        shape = facts.shape_of(value) if value is not None else None
+        if value is None or facts.is_constant(value) or shape is None:
             continue
-        dims = list(value.shape)
+        dims = list(shape)
         if any(not isinstance(d, int) for d in dims):
             return f"dynamic shape on '{value.name}' (DLA needs static shapes)"
         ints = [d for d in dims if isinstance(d, int)]

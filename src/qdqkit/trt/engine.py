@@ -10,8 +10,7 @@ from ``--exportLayerInfo``/``--exportProfile`` JSON. Reports, drawings and diffs
 from __future__ import annotations
 
 import enum
-from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 
@@ -84,6 +83,14 @@ class LayerKind(str, enum.Enum):
         return self.value
 
 
+@dataclass(frozen=True)
+class LayerCost:
+    """What a predicted compute layer costs: its multiply-accumulates and their precision."""
+
+    macs: int | None  # None when the shapes are unknown
+    int8_compute: bool  # whether those MACs run on INT8 kernels
+
+
 @dataclass
 class EngineLayer:
     name: str
@@ -98,6 +105,18 @@ class EngineLayer:
     device: str = "GPU"  # "GPU" or "DLA"
     notes: list[str] = field(default_factory=list)  # why the predictor decided what it did
     extra: dict[str, Any] = field(default_factory=dict)  # unknown fields, kept as read
+    cost: LayerCost | None = None  # predicted weighted layers only
+
+    def to_json(self) -> dict[str, Any]:
+        # The cost has always been printed inside ``extra`` as "macs" and "int8_compute".
+        data = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "cost"}
+        if self.cost is not None:
+            extra = dict(self.extra)
+            if self.cost.macs is not None:
+                extra["macs"] = self.cost.macs
+            extra["int8_compute"] = self.cost.int8_compute
+            data["extra"] = extra
+        return data
 
     @property
     def input_precision(self) -> Precision:
@@ -142,19 +161,6 @@ class EngineGraph:
     def qdq_reformats(self) -> list[EngineLayer]:
         return [layer for layer in self.reformats() if layer.origin == "QDQ"]
 
-    def layers_of(self, kind: LayerKind) -> list[EngineLayer]:
-        return [layer for layer in self.layers if layer.kind == kind]
-
-    def precision_counts(self) -> Counter[Precision]:
-        return Counter(layer.precision for layer in self.layers if not layer.is_reformat)
-
     def total_latency_ms(self) -> float | None:
         times = [layer.latency_ms for layer in self.layers if layer.latency_ms is not None]
         return sum(times) if times else None
-
-    def layer_by_onnx_node(self) -> dict[str, EngineLayer]:
-        index: dict[str, EngineLayer] = {}
-        for layer in self.layers:
-            for node in layer.onnx_nodes:
-                index.setdefault(node, layer)
-        return index

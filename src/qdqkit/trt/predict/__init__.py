@@ -13,40 +13,108 @@ model's own float type, so an FP32 model keeps an FP32 remainder.
 
 from __future__ import annotations
 
-import math
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
 
-import onnx
 import onnx_ir as ir
 
 from qdqkit.core.errors import QdqkitError
 from qdqkit.core.model_io import load_model
 from qdqkit.core.qdq import QdqView
-from qdqkit.trt.engine import EngineGraph, EngineTensor, Precision
+from qdqkit.core.shapes import infer_value_types
+from qdqkit.trt.engine import EngineGraph, EngineLayer, EngineTensor, LayerCost, Precision
 from qdqkit.trt.predict.fusion import Block, GraphFacts, collect_facts, form_blocks
+from qdqkit.trt.predict.state import Int8Tensor
 from qdqkit.trt.predict.walk import PrecisionWalk
 from qdqkit.trt.predict.wanted import wanted_scales
 
 TRT_VERSIONS = ("8.6", "10", "11")
 TARGETS = ("gpu", "dla")
-_KEEP_INITIALIZER_ELEMENTS = 64  # shape tensors and scalars keep their values
 
 
 @dataclass
 class Prediction:
-    """The predicted engine plus the facts behind it, for the lint checks."""
+    """The predicted engine, the facts behind it, and the questions checks may ask of it.
+
+    Read-only: the queries answer from what the walk recorded; nothing here changes the engine or
+    the model.
+    """
 
     engine: EngineGraph
     facts: GraphFacts
     blocks: list[Block]
-    walk: PrecisionWalk
     trt: str
     target: str
+    _walk: PrecisionWalk = field(repr=False)
 
     @property
     def strongly_typed(self) -> bool:
         return self.trt == "11"
+
+    def block_of(self, node: ir.Node) -> Block | None:
+        """The fused block ``node`` belongs to (Q/DQ nodes belong to none)."""
+        return self._walk.block_of.get(node)
+
+    def block_layer(self, block: Block) -> EngineLayer | None:
+        """The engine layer ``block`` became (None for an elided Concat or copy)."""
+        return self._walk.layer_of_block.get(block)
+
+    def layer_of(self, node: ir.Node) -> EngineLayer | None:
+        """The engine layer that holds ``node``: its Reformat, the layer that absorbed it, its block's."""
+        walk = self._walk
+        if node in walk.qdq_layer:
+            return walk.qdq_layer[node]
+        if node in walk.absorbed_into:
+            return walk.absorbed_into[node]
+        block = walk.block_of.get(node)
+        return walk.layer_of_block.get(block) if block is not None else None
+
+    def reformat_of(self, qdq_node: ir.Node) -> EngineLayer | None:
+        """The standalone Reformat layer a Q or DQ node became, if it did not fuse."""
+        return self._walk.qdq_layer.get(qdq_node)
+
+    def requantizes_for(self, concat: ir.Node) -> list[EngineLayer]:
+        """The Reformats that requantize a Concat's inputs to its output scale (C11)."""
+        return list(self._walk.requantize_for.get(concat, []))
+
+    def int8_of(self, value: ir.Value | None) -> Int8Tensor | None:
+        """How ``value`` exists in the engine in INT8 (tensor and scale), or None if it does not."""
+        return self._walk.int8_of(value)
+
+    def producer_layer(self, value: ir.Value) -> EngineLayer | None:
+        """The layer that writes ``value`` (after elided copies)."""
+        return self._walk.producer_layer.get(self._walk.resolve(value))
+
+    def wanted_scale(self, value: ir.Value) -> float | None:
+        """The INT8 scale every reader of ``value`` quantizes it with, or None (wanted.py)."""
+        return self._walk.wanted.get(value)
+
+    def external_inputs(self, block: Block) -> list[ir.Value]:
+        """The computed values ``block`` reads from outside itself."""
+        return self._walk.external_inputs(block)
+
+    def cost_of(self, layer: EngineLayer) -> LayerCost | None:
+        """MACs and INT8-ness of a predicted weighted layer; None for other layers."""
+        return layer.cost
+
+    @cached_property
+    def _qdq_reformats_by_input(self) -> dict[str, list[EngineLayer]]:
+        # Built once, so asking per finding stays linear in the engine's size.
+        index: dict[str, list[EngineLayer]] = {}
+        for layer in self.engine.layers:
+            if layer.origin == "QDQ":
+                for name in dict.fromkeys(t.name for t in layer.inputs):
+                    index.setdefault(name, []).append(layer)
+        return index
+
+    def reformats_reading(self, layer: EngineLayer) -> list[EngineLayer]:
+        """Q/DQ Reformat layers that read one of ``layer``'s outputs, in engine order."""
+        found: dict[int, EngineLayer] = {}
+        for tensor in layer.outputs:
+            for other in self._qdq_reformats_by_input.get(tensor.name, []):
+                found.setdefault(id(other), other)
+        return list(found.values())
 
 
 def normalize_trt_version(trt: str) -> str:
@@ -59,46 +127,6 @@ def normalize_trt_version(trt: str) -> str:
     raise QdqkitError(
         f"unknown TensorRT version '{trt}': use one of {', '.join(TRT_VERSIONS)}"
     )
-
-
-def _infer_shapes(model: ir.Model, path: str | None) -> None:
-    """Fill missing value shapes with ONNX shape inference, without copying the weights.
-
-    Inference runs on a protobuf whose large initializers carry their dims but not their data
-    (read from the file when there is one), and only the inferred shapes come back: linear in the
-    graph size and cheap next to loading the model.
-    """
-    values = [out for node in model.graph for out in node.outputs]
-    if all(v.shape is not None for v in values):
-        return
-    proto = (
-        onnx.load(path, load_external_data=False) if path is not None
-        else ir.serde.serialize_model(model)
-    )
-    for tensor in proto.graph.initializer:
-        if math.prod(tensor.dims) > _KEEP_INITIALIZER_ELEMENTS:
-            # Shapes need the dims only; dropping big payloads keeps inference cheap.
-            for field in ("raw_data", "float_data", "int32_data", "int64_data", "double_data"):
-                tensor.ClearField(field)
-            tensor.data_location = onnx.TensorProto.EXTERNAL
-    try:
-        # Not strict: a custom-domain plugin op must not cost the shapes of everything else.
-        inferred = onnx.shape_inference.infer_shapes(proto, strict_mode=False, data_prop=True)
-    except Exception:  # a malformed graph: predict without shapes
-        return
-    infos = {vi.name: vi.type.tensor_type for vi in inferred.graph.value_info}
-    infos.update({vi.name: vi.type.tensor_type for vi in inferred.graph.output})
-    for value in values:
-        info = infos.get(value.name or "")
-        if info is None:
-            continue
-        if value.shape is None and info.HasField("shape"):
-            value.shape = ir.Shape([
-                d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
-                for d in info.shape.dim
-            ])
-        if value.dtype is None and info.elem_type:
-            value.dtype = ir.DataType(info.elem_type)
 
 
 def run_prediction(
@@ -114,10 +142,10 @@ def run_prediction(
         source = path
     else:
         source = "predicted"
-    _infer_shapes(model, None if source == "predicted" else source)
     graph = model.graph
     view = QdqView(graph)
-    facts = collect_facts(graph, view)
+    # Shapes come back as a table: predicting never writes into the caller's model.
+    facts = collect_facts(graph, view, infer_value_types(model))
     blocks, block_of = form_blocks(facts)
     wanted = wanted_scales(facts)
     walk = PrecisionWalk(facts, block_of, wanted, strongly_typed=version == "11")
@@ -140,7 +168,7 @@ def run_prediction(
         from qdqkit.trt.dla import place_on_dla
 
         place_on_dla(engine, facts, version)
-    return Prediction(engine, facts, blocks, walk, version, target)
+    return Prediction(engine, facts, blocks, version, target, walk)
 
 
 def _output_tensor(walk: PrecisionWalk, value: ir.Value) -> EngineTensor:

@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 import onnx_ir as ir
 
 from qdqkit.core.constants import constant_array, constant_source
-from qdqkit.core.qdq import QdqView, WeightRef, is_dequantize, is_qdq, is_quantize
+from qdqkit.core.qdq import QdqView, WeightRef, is_dequantize, is_qdq
+from qdqkit.core.shapes import ValueTypes
 from qdqkit.trt.predict.ops import (
     ACTIVATIONS,
     BINARY_POINTWISE,
@@ -76,6 +77,13 @@ class GraphFacts:
     order: dict[ir.Node, int]
     folded_nodes: set[ir.Node]
     weighted: set[ir.Node]  # weighted ops with a constant weight (a set: membership is hot)
+    types: ValueTypes = field(default_factory=ValueTypes)  # inferred where the model has none
+
+    def shape_of(self, value: ir.Value) -> ir.Shape | None:
+        return self.types.shape_of(value)
+
+    def dtype_of(self, value: ir.Value) -> ir.DataType | None:
+        return self.types.dtype_of(value)
 
     def is_constant(self, value: ir.Value | None) -> bool:
         if value is None:
@@ -89,11 +97,11 @@ class GraphFacts:
         return [v for v in node.inputs if v is not None and not self.is_constant(v)]
 
 
-def collect_facts(graph: ir.Graph, view: QdqView) -> GraphFacts:
+def collect_facts(graph: ir.Graph, view: QdqView, types: ValueTypes | None = None) -> GraphFacts:
     order: dict[ir.Node, int] = {}
     folded: set[ir.Node] = set()
     weighted = {n for n in view.weighted_nodes if view.weight_index(n) is not None}
-    facts = GraphFacts(graph, view, order, folded, weighted)
+    facts = GraphFacts(graph, view, order, folded, weighted, types or ValueTypes())
     for index, node in enumerate(graph):
         order[node] = index
         if node.op_type == "Constant" or node.op_type in SHAPE_OPS:
@@ -179,14 +187,15 @@ def _silu_input(facts: GraphFacts, mul: ir.Node) -> ir.Value | None:
     return None
 
 
-def _same_shape(a: ir.Value, b: ir.Value) -> bool:
-    if a.shape is None or b.shape is None:
+def _same_shape(facts: GraphFacts, a: ir.Value, b: ir.Value) -> bool:
+    shape_a, shape_b = facts.shape_of(a), facts.shape_of(b)
+    if shape_a is None or shape_b is None:
         return True  # unknown: assume the usual equal-shape residual
-    if len(a.shape) != len(b.shape):
+    if len(shape_a) != len(shape_b):
         return False
     return all(
         x == y or not isinstance(x, int) or not isinstance(y, int) or i == 0
-        for i, (x, y) in enumerate(zip(a.shape, b.shape, strict=False))
+        for i, (x, y) in enumerate(zip(shape_a, shape_b, strict=False))
     )
 
 
@@ -197,7 +206,7 @@ def residual_owners(facts: GraphFacts) -> dict[ir.Node, tuple[ir.Node, ir.Value]
         if node.op_type != "Add" or not is_default_domain(node) or node in facts.folded_nodes:
             continue
         data = facts.data_inputs(node)
-        if len(data) != 2 or data[0] is data[1] or not _same_shape(data[0], data[1]):
+        if len(data) != 2 or data[0] is data[1] or not _same_shape(facts, data[0], data[1]):
             continue
         roots = [None if _via_dq(v) else chain_root(facts, v) for v in data]
         candidates = [
@@ -317,6 +326,3 @@ def form_blocks(facts: GraphFacts) -> tuple[list[Block], dict[ir.Node, Block]]:
             block_of[block.pad] = block
     return blocks, block_of
 
-
-def is_activation_quantize(facts: GraphFacts, node: ir.Node) -> bool:
-    return is_quantize(node) and node not in facts.folded_nodes

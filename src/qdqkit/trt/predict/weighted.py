@@ -9,25 +9,16 @@ and a mix of INT8 and float inputs dequantizes them all.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import onnx_ir as ir
 
-from qdqkit.trt.engine import EngineTensor, Precision
+from qdqkit.core.qdq import node_label
+from qdqkit.trt.engine import EngineTensor, LayerCost, Precision
 from qdqkit.trt.predict.fusion import Block
 from qdqkit.trt.predict.ops import layer_kind_of
-
-if TYPE_CHECKING:
-    from qdqkit.trt.predict.walk import PrecisionWalk
+from qdqkit.trt.predict.state import Int8Tensor, WalkState
 
 
-def _name(node: ir.Node) -> str:
-    from qdqkit.core.qdq import node_label
-
-    return node.name or node_label(node)
-
-
-def _weight_is_int8(walk: PrecisionWalk, block: Block) -> bool:
+def _weight_is_int8(block: Block) -> bool:
     ref = block.weight
     if ref is None or ref.dequantize is None or ref.params is None:
         return False
@@ -35,7 +26,7 @@ def _weight_is_int8(walk: PrecisionWalk, block: Block) -> bool:
     return params.int8_compatible and not params.blocked
 
 
-def weighted_layer(walk: PrecisionWalk, block: Block) -> None:
+def weighted_layer(walk: WalkState, block: Block) -> None:
     node = block.weighted
     assert node is not None
     ref = block.weight
@@ -45,21 +36,21 @@ def weighted_layer(walk: PrecisionWalk, block: Block) -> None:
         # name first; keeping it makes predicted and real layers pair up by their stable names.
         names.append(ref.source.name or "weight")
         if ref.quantize is not None:
-            names.append(_name(ref.quantize))
+            names.append(node_label(ref.quantize))
     if block.pad is not None:
-        names.append(_name(block.pad))
-    names += [_name(n) for n in block.nodes]
-    layer = walk._new_layer(block, layer_kind_of(node), names)
-    layer.onnx_nodes += [_name(n) for n in block.folded if _name(n) not in names]
+        names.append(node_label(block.pad))
+    names += [node_label(n) for n in block.nodes]
+    layer = walk.new_layer(block, layer_kind_of(node), names)
+    layer.onnx_nodes += [node_label(n) for n in block.folded if node_label(n) not in names]
     activation = block.activation_input()
     source = walk.int8_of(activation)
-    weight_int8 = _weight_is_int8(walk, block)
+    weight_int8 = _weight_is_int8(block)
     int8 = source is not None and weight_int8
     if activation is None:
         layer.notes.append("no computed input")
     elif int8:
         assert source is not None
-        walk._take_int8(layer, activation, source)
+        walk.take_int8(layer, activation, source)
         layer.notes.append("activation through DQ and weight through Q/DQ: INT8 kernel (C1, A8)")
     else:
         layer.inputs.append(walk.float_of(activation))
@@ -70,7 +61,7 @@ def weighted_layer(walk: PrecisionWalk, block: Block) -> None:
         else:
             layer.notes.append("not quantized: runs float")
     if block.pad is not None:
-        layer.notes.append(f"{_name(block.pad)} folds into the convolution (C12)")
+        layer.notes.append(f"{node_label(block.pad)} folds into the convolution (C12)")
 
     residual = block.residual_input
     out_value = block.output
@@ -78,9 +69,9 @@ def weighted_layer(walk: PrecisionWalk, block: Block) -> None:
     residual_int8 = walk.int8_of(residual) if residual is not None else None
     out_int8 = int8 and want is not None and (residual is None or residual_int8 is not None)
     if residual is not None:
-        add = _name(block.residual_add) if block.residual_add is not None else "Add"
+        add = node_label(block.residual_add) if block.residual_add is not None else "Add"
         if residual_int8 is not None and out_int8:
-            walk._take_int8(layer, residual, residual_int8)
+            walk.take_int8(layer, residual, residual_int8)
             layer.notes.append(f"{add}: residual input INT8, fused output INT8 (C3)")
         else:
             layer.inputs.append(walk.float_of(residual))
@@ -98,48 +89,46 @@ def weighted_layer(walk: PrecisionWalk, block: Block) -> None:
     if out_int8 and pool is not None and walk.wanted.get(pool.outputs[0]) == want:
         block.nodes.append(pool)
         walk.absorbed_pools.add(pool)
-        layer.onnx_nodes.append(_name(pool))
-        layer.name += f" + {_name(pool)}"
+        layer.onnx_nodes.append(node_label(pool))
+        layer.name += f" + {node_label(pool)}"
         layer.type_name = "ConvActPool"
-        layer.notes.append(f"{_name(pool)} joins the INT8 convolution (ConvActPool, C10)")
+        layer.notes.append(f"{node_label(pool)} joins the INT8 convolution (ConvActPool, C10)")
     if out_int8:
         layer.notes.append("every reader quantizes with one scale: the Q fuses, INT8 output (C1)")
     weight_value = ref.source if ref is not None and not ref.path else None
     macs = walk.macs(node, weight_value)
-    if macs is not None:
-        layer.extra["macs"] = macs
-    layer.extra["int8_compute"] = int8
-    walk._finish(block, layer, want, out_int8)
+    layer.cost = LayerCost(macs=macs, int8_compute=int8)
+    walk.finish(block, layer, want, out_int8)
 
 
-def concat_layer(walk: PrecisionWalk, node: ir.Node) -> None:
+def concat_layer(walk: WalkState, node: ir.Node) -> None:
     inputs = [v for v in node.inputs if v is not None]
     sources = [walk.int8_of(v) for v in inputs]
     out = node.outputs[0]
     want = walk.wanted.get(out)
-    walk.elided.append(_name(node))
+    walk.elided.append(node_label(node))
     walk.producer_layer.pop(out, None)
     if inputs and all(s is not None for s in sources):
-        scales = {s[1] for s in sources if s is not None}
+        scales = {s.scale for s in sources if s is not None}
         target = want if want is not None else (next(iter(scales)) if len(scales) == 1 else None)
         if target is not None:
             for value, source in zip(inputs, sources, strict=False):
                 assert source is not None
-                if source[1] != target:
+                if source.scale != target:
                     dq = value.producer()
-                    label = _name(dq) if dq is not None else (value.name or "?")
-                    requantize = walk._reformat(
-                        f"{label} (requantize for {_name(node)})", [label],
-                        EngineTensor(source[0], Precision.INT8),
+                    label = node_label(dq) if dq is not None else (value.name or "?")
+                    requantize = walk.reformat(
+                        f"{label} (requantize for {node_label(node)})", [label],
+                        EngineTensor(source.engine_name, Precision.INT8),
                         EngineTensor(f"{value.name} (requantized)", Precision.INT8),
-                        f"Concat input scale {source[1]!r} differs from {target!r} (C11, E3)",
+                        f"Concat input scale {source.scale!r} differs from {target!r} (C11, E3)",
                     )
                     walk.requantize_for.setdefault(node, []).append(requantize)
-            walk.int8[out] = (out.name or "?", target)
+            walk.int8[out] = Int8Tensor(out.name or "?", target)
             for value in inputs:  # the DQs vanish: producers write into the Concat's buffer
                 dq = value.producer()
                 if dq is not None and dq.op_type == "DequantizeLinear" and dq not in walk.qdq_layer:
-                    walk.elided.append(_name(dq))
+                    walk.elided.append(node_label(dq))
             return
     for value in inputs:
         walk.float_of(value)

@@ -1,0 +1,118 @@
+"""QDQ101, QDQ102, QDQ403: how a weighted op's activation and weight are quantized (D1, C1, D7).
+
+1. QDQ101: exactly one of the activation (through DQ, usable by TensorRT) and the weight is INT8:
+   the op runs float and the DQ in front of it becomes a Reformat.
+2. QDQ102: in a quantized model, a weighted op with neither side quantized runs float.
+3. QDQ403: a quantized weight with a single scale (and more than one output channel).
+One check: all three read the same weight reference and activation of each weighted block.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from qdqkit.rules.types import Finding, Fix, Rule, Severity
+
+if TYPE_CHECKING:
+    from qdqkit.linting.context import LintContext
+
+RULES = (
+    Rule(
+        code="QDQ101",
+        name="weighted-op-half-quantized",
+        severity=Severity.ERROR,
+        summary="a weighted op has a quantized weight but a float activation, or the reverse",
+        why=(
+            "TensorRT runs a weighted op INT8 only with DQ on both the activation and the weight; "
+            "otherwise it runs FP16/FP32 and any DQ in front of it becomes a standalone Reformat."
+        ),
+        what_to_do=(
+            "Quantize the missing side: Q/DQ on the activation input, per-channel Q/DQ on the "
+            "weight."
+        ),
+        fixable=True,
+        rule_id="D1, C1",
+        how_it_checks=(
+            "For each Conv/ConvTranspose/Gemm/MatMul with a constant weight: exactly one of "
+            "(activation through DQ, weight through DQ) holds."
+        ),
+    ),
+    Rule(
+        code="QDQ102",
+        name="weighted-op-not-quantized",
+        severity=Severity.WARNING,
+        summary=(
+            "a weighted op in a quantized model has neither its activation nor its weight "
+            "quantized"
+        ),
+        why=(
+            "It runs in FP16 (FP32 when strongly typed) between INT8 neighbours: Reformats on "
+            "both sides."
+        ),
+        what_to_do=(
+            "Quantize it, or keep it float on purpose (GEMV-shaped or tiny layers, C15/C20)."
+        ),
+        fixable=True,
+        rule_id="D1, C15",
+        how_it_checks=(
+            "The model has Q/DQ nodes and a weighted op with a constant weight has no DQ on "
+            "either input."
+        ),
+    ),
+    Rule(
+        code="QDQ403",
+        name="per-tensor-weight",
+        severity=Severity.INFO,
+        summary="a weight is quantized per tensor",
+        why="Per-tensor weight scales cost accuracy; TensorRT recommends per-channel weights.",
+        what_to_do="Quantize weights per output channel.",
+        fixable=False,
+        rule_id="D7, A5",
+        how_it_checks="A weighted op's weight DQ has a single scale.",
+    ),
+)
+
+fix: Fix | None = None
+
+
+def check(ctx: LintContext) -> Iterator[Finding]:
+    from qdqkit.core.qdq import node_label
+    from qdqkit.linting.context import module_label
+
+    prediction = ctx.prediction
+    quantized_model = ctx.view.qdq_count > 0
+    for block in prediction.blocks:
+        node, ref = block.weighted, block.weight
+        if node is None or ref is None:
+            continue
+        activation = block.activation_input()
+        act_int8 = prediction.int8_of(activation) is not None
+        layer = prediction.block_layer(block)
+        runs = str(layer.precision) if layer is not None else "float"
+        where = f"{node.op_type} '{node_label(node)}'"
+        if ref.quantized and ref.params is not None and not ref.params.per_channel:
+            channels = ref.source.shape[0] if ref.source.shape is not None else None
+            if channels is None or channels != 1:
+                yield ctx.finding("QDQ403", f"{where}: weight '{ref.source.name}' has one scale",
+                                  nodes=[node_label(ref.dequantize)] if ref.dequantize else [],
+                                  tensors=[ref.source.name or ""], cost="accuracy, not speed")
+        # A DQ that TensorRT cannot use (zero point, per-channel) is reported by QDQ401/QDQ402.
+        act_dq = ctx.dq_of(activation) is not None
+        if act_int8 != ref.quantized and not (act_dq and not act_int8):
+            half = ("the weight is quantized but the activation "
+                    f"'{activation.name if activation else '?'}' is float"
+                    if ref.quantized else "the activation is quantized but the weight is float")
+            before = [
+                r for r in prediction.engine.layers
+                if r.origin == "QDQ" and layer is not None and r.outputs
+                and any(t.name == r.outputs[0].name for t in layer.inputs)
+            ]
+            yield ctx.finding(
+                "QDQ101", f"{where}: {half}", nodes=[node_label(node)],
+                tensors=[activation.name or ""] if activation is not None else [],
+                cost=ctx.reformat_cost(before, f"{module_label(block)} runs {runs}"),
+            )
+        elif not ref.quantized and quantized_model:
+            yield ctx.finding("QDQ102", f"{where} is not quantized", nodes=[node_label(node)],
+                              cost=f"runs {runs} inside a quantized model")

@@ -1,0 +1,104 @@
+"""QDQ103, QDQ104: a Q/DQ pair inside a weighted op's epilogue (C2, D2, D3).
+
+1. QDQ103: the weighted op's own output goes through Q -> DQ into BatchNorm or an activation.
+2. QDQ104: a later point of the fused chain (after BN or bias) does.
+Either way the epilogue runs as a separate layer. One check: the two differ only by where the
+chain was cut.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from qdqkit.rules.types import Finding, Fix, Rule, Severity
+
+if TYPE_CHECKING:
+    import onnx_ir as ir
+
+    from qdqkit.linting.context import LintContext
+
+RULES = (
+    Rule(
+        code="QDQ103",
+        name="q-on-weighted-output",
+        severity=Severity.ERROR,
+        summary=(
+            "a Q sits on a weighted op's output before its BatchNorm, activation or residual Add"
+        ),
+        why=(
+            "The Q splits the conv from its epilogue: BN/activation/Add run as a separate layer "
+            "and the conv writes INT8 that is immediately dequantized."
+        ),
+        what_to_do=(
+            "Remove the Q/DQ between the weighted op and its epilogue; quantize after the "
+            "activation (the next layer's input) instead."
+        ),
+        fixable=True,
+        rule_id="D2, C2",
+        how_it_checks=(
+            "A weighted op's output (possibly after BN/bias) goes to a Q whose DQ feeds "
+            "BatchNormalization, an activation or a bias/scale op."
+        ),
+    ),
+    Rule(
+        code="QDQ104",
+        name="qdq-inside-epilogue",
+        severity=Severity.ERROR,
+        summary="Q/DQ between BatchNorm and the activation of a conv",
+        why=(
+            "TensorRT fuses Conv+BN+activation only when nothing sits between them; a Q/DQ in the "
+            "chain ends the fused kernel early and adds a pointwise layer."
+        ),
+        what_to_do="Drop the Q/DQ inside the chain; keep one Q after the activation.",
+        fixable=True,
+        rule_id="D3, C2",
+        how_it_checks=(
+            "A BatchNormalization output (of a conv chain) goes through Q/DQ into an activation."
+        ),
+    ),
+)
+
+fix: Fix | None = None
+
+
+def _through_qdq(value: ir.Value) -> list[tuple[ir.Node, ir.Node, ir.Node]]:
+    """(Q, DQ, reader) for every reader reached from ``value`` through one Q -> DQ pair."""
+    from qdqkit.core.qdq import is_dequantize, is_quantize
+
+    found = []
+    for use in value.uses():
+        q = use.node
+        if not is_quantize(q) or use.idx != 0:
+            continue
+        for dq_use in q.outputs[0].uses():
+            dq = dq_use.node
+            if is_dequantize(dq):
+                found += [(q, dq, reader.node) for reader in dq.outputs[0].uses()]
+    return found
+
+
+def check(ctx: LintContext) -> Iterator[Finding]:
+    from qdqkit.core.qdq import node_label
+    from qdqkit.trt.predict.ops import ACTIVATIONS, is_default_domain
+
+    epilogue_ops = ACTIVATIONS | {"BatchNormalization"}
+    for block in ctx.prediction.blocks:
+        if block.weighted is None:
+            continue
+        value = block.output
+        for q, dq, reader in _through_qdq(value):
+            if reader.op_type not in epilogue_ops or not is_default_domain(reader):
+                continue
+            code = "QDQ103" if block.last is block.weighted else "QDQ104"
+            split = ctx.prediction.layer_of(reader)
+            cost = "the epilogue runs as a separate layer"
+            if split is not None:
+                cost = f"+1 layer '{split.name}' ({split.precision})"
+            yield ctx.finding(
+                code,
+                f"'{node_label(q)}'/'{node_label(dq)}' between '{node_label(block.last)}' and "
+                f"{reader.op_type} '{node_label(reader)}'",
+                nodes=[node_label(q), node_label(dq), node_label(reader)],
+                tensors=[value.name or ""], cost=cost,
+            )

@@ -1,0 +1,64 @@
+"""QDQ205: a non-weighted layer predicted float although an input comes through DQ (C8, D5).
+
+Non-weighted layers run INT8 only when their output is quantized too; otherwise each input DQ is a
+Reformat. Plugins (their own rule) and Concats (QDQ301/QDQ302) are left out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from qdqkit.rules.types import Finding, Fix, Rule, Severity
+
+if TYPE_CHECKING:
+    from qdqkit.linting.context import LintContext
+
+RULES = (
+    Rule(
+        code="QDQ205",
+        name="int8-in-float-out",
+        severity=Severity.WARNING,
+        summary="a non-weighted op has INT8 inputs but a float output",
+        why=(
+            "Non-weighted layers run INT8 only when their output is quantized too; otherwise "
+            "every input DQ becomes a Reformat and the op runs FP16."
+        ),
+        what_to_do="Quantize the op's output (a Q/DQ after it), or remove the Q/DQ on its inputs.",
+        fixable=True,
+        rule_id="D5, C8",
+        how_it_checks=(
+            "A predicted pointwise/pooling/other layer runs float although one of its inputs is a "
+            "DQ."
+        ),
+    ),
+)
+
+fix: Fix | None = None
+
+
+def check(ctx: LintContext) -> Iterator[Finding]:
+    from qdqkit.core.qdq import is_dequantize, node_label
+    from qdqkit.trt.engine import LayerKind, Precision
+    from qdqkit.trt.predict.ops import is_plugin
+
+    prediction = ctx.prediction
+    for block in prediction.blocks:
+        layer = prediction.block_layer(block)
+        anchor = block.anchor
+        if layer is None or block.weighted is not None or is_plugin(anchor):
+            continue
+        if layer.precision == Precision.INT8 or layer.kind == LayerKind.CONCATENATION:
+            continue
+        dqs = [
+            d for v in prediction.external_inputs(block)
+            if prediction.int8_of(v) is not None
+            and (d := v.producer()) is not None and is_dequantize(d)
+        ]
+        if not dqs:
+            continue
+        yield ctx.finding(
+            "QDQ205", f"{anchor.op_type} '{node_label(anchor)}' reads INT8 but its output is not "
+            "quantized", nodes=[node_label(n) for n in block.nodes] + [node_label(d) for d in dqs],
+            cost=ctx.reformat_cost(ctx.reformats_of(dqs), f"'{layer.name}' runs {layer.precision}"),
+        )

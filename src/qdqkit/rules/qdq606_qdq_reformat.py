@@ -1,0 +1,47 @@
+"""QDQ606 (qdq-reformat): Reformat layers made from Q/DQ nodes TensorRT could not fuse (E1, E2, K2).
+
+A single one is reported as info (often the network input's Quantize), several as a warning.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from qdqkit.rules.types import Finding, Fix, Rule, Severity
+
+if TYPE_CHECKING:
+    from qdqkit.engine.report import EngineContext
+
+RULES = (
+    Rule(
+        code="QDQ606",
+        name="qdq-reformat",
+        severity=Severity.WARNING,
+        summary="Q/DQ nodes became standalone Reformat layers",
+        why=(
+            "A Q or DQ that cannot fuse into a neighbouring layer runs as its own Reformat: an "
+            "extra pass over the tensor."
+        ),
+        what_to_do="Run qdqkit lint on the model to see which placement causes each one.",
+        fixable=False,
+        rule_id="E1, E2, K2",
+        how_it_checks="Reformat layers whose origin is QDQ (or whose name is a Q/DQ node's).",
+        scope="engine",
+    ),
+)
+
+fix: Fix | None = None
+
+
+def check(ctx: EngineContext) -> Iterator[Finding]:
+    from qdqkit.engine.analysis import latency_sum
+
+    qdq = ctx.graph.qdq_reformats()
+    if qdq:
+        yield Finding(
+            code="QDQ606", severity=Severity.WARNING if len(qdq) > 1 else Severity.INFO,
+            message=f"{ctx.counted(len(qdq), 'Reformat layer')} made from Q/DQ nodes TensorRT "
+            "could not fuse into a neighbouring layer; each is an extra pass over the tensor",
+            layers=[layer.name for layer in qdq], latency_ms=latency_sum(qdq),
+        )

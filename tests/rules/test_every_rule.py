@@ -1,0 +1,367 @@
+"""Every code of the registry has a model (or engine) that triggers it and a clean twin that must not.
+
+The table is keyed by code and the test is parametrized over the registry, so a new rule without
+an entry here fails ``test_every_code_has_a_trigger_and_a_clean_twin``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import onnx
+import pytest
+
+from qdqkit.engine.report import report_engine
+from qdqkit.linting import lint
+from qdqkit.rules import all_rules
+from qdqkit.trt.engine import EngineGraph, EngineLayer, EngineTensor, LayerKind, Precision
+from tests.linting.graphs import G
+
+
+@dataclass
+class Model:
+    """A graph to lint, with the lint options that matter for the rule."""
+
+    graph: G
+    options: dict[str, Any] = field(default_factory=dict)
+
+    def codes(self) -> set[str]:
+        return set(lint(self.graph.model(), **self.options).codes())
+
+
+@dataclass
+class Engine:
+    """An engine to report on."""
+
+    graph: EngineGraph
+
+    def codes(self) -> set[str]:
+        return {finding.code for finding in report_engine(self.graph).findings}
+
+
+Subject = Model | Engine
+
+
+# ---------------------------------------------------------------- weighted ops
+def _weighted(*, activation: bool = True, weight: bool = True, per_channel: bool = True) -> Model:
+    g = G()
+    x = g.input("x", [1, 32, 8, 8])
+    y = g.conv(g.qdq(x) if activation else x, 32, 32, quantize_weight=weight,
+               per_channel=per_channel, name="conv")
+    g.output(g.conv(g.qdq(g.op("Relu", [y])), 32, 32, name="next"))
+    return Model(g)
+
+
+def _epilogue(cut: str) -> Model:
+    g = G()
+    y = g.conv(g.qdq(g.input("x", [1, 32, 8, 8])), 32, 32, name="conv")
+    y = g.qdq(y, 0.2, name="a_") if cut == "before_bn" else y
+    y = g.bn(y, 32, name="bn")
+    y = g.qdq(y, 0.2, name="b_") if cut == "before_relu" else y
+    g.output(g.conv(g.qdq(g.op("Relu", [y], name="relu"), 0.3), 32, 32, name="next"))
+    return Model(g)
+
+
+def _silu(inside: bool) -> Model:
+    g = G()
+    y = g.bn(g.conv(g.qdq(g.input("x", [1, 32, 8, 8])), 32, 32, name="conv"), 32, name="bn")
+    y = g.qdq(y, 0.2, name="silu_") if inside else y
+    m = g.op("Mul", [y, g.op("Sigmoid", [y], name="sig")], name="mul")
+    g.output(g.conv(g.qdq(m, 0.2), 32, 32, name="next"))
+    return Model(g)
+
+
+def _deconv(activation: bool) -> Model:
+    g = G()
+    w = g.weight((32, 32, 2, 2), axis=1)
+    y = g.op("ConvTranspose", [g.qdq(g.input("x", [1, 32, 8, 8])), w], name="up",
+             kernel_shape=[2, 2], strides=[2, 2])
+    g.output(g.op("Relu", [y], name="act") if activation else y)
+    return Model(g)
+
+
+def _pad(qdq_after_pad: bool) -> Model:
+    g = G()
+    x = g.op("Relu", [g.qdq(g.input("x", [1, 32, 8, 8]))])
+    pads = g.const(np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64))
+    if qdq_after_pad:
+        y = g.qdq(g.op("Pad", [x, pads], name="pad"), name="pad_")
+    else:
+        y = g.op("Pad", [g.qdq(x, name="pad_"), pads], name="pad")
+    g.output(g.conv(y, 32, 32, name="conv"))
+    return Model(g)
+
+
+def _channels(count: int) -> Model:
+    g = G()
+    g.output(g.conv(g.qdq(g.input("x", [1, 32, 8, 8])), 32, count, name="conv"))
+    return Model(g)
+
+
+# ---------------------------------------------------------------- residual Adds
+def _residual(*, skip: bool, conv_branch: bool, branch_scale: float = 0.3) -> Model:
+    g = G()
+    x = g.qdq(g.input("x", [1, 32, 16, 16]), 0.1, name="in_")
+    y = g.op("Relu", [g.conv(x, 32, 32, name="conv1")])
+    y = g.bn(g.conv(g.qdq(y, 0.2), 32, 32, name="conv2"), 32)
+    if conv_branch:
+        y = g.qdq(y, branch_scale, name="branch_")
+    identity = g.qdq("x", 0.1, name="skip_") if skip else "x"
+    out = g.op("Relu", [g.op("Add", [y, identity], name="add")], name="relu")
+    g.output(g.conv(g.qdq(out, 0.2, name="out_"), 32, 32, name="next"))
+    return Model(g)
+
+
+def _residual_reader(quantized: bool) -> Model:
+    g = G()
+    x = g.qdq(g.input("x", [1, 32, 8, 8]), 0.1)
+    y = g.bn(g.conv(x, 32, 32, name="conv"), 32)
+    out = g.op("Relu", [g.op("Add", [y, g.qdq("x", 0.1, name="skip_")], name="add")])
+    g.output(g.conv(g.qdq(out, 0.2), 32, 32) if quantized else g.op("GlobalAveragePool", [out]))
+    return Model(g)
+
+
+def _tanh(output_quantized: bool) -> Model:
+    g = G()
+    y = g.conv(g.qdq(g.input("x", [1, 32, 8, 8])), 32, 32, name="conv")
+    t = g.op("Tanh", [g.qdq(y, 0.2)], name="tanh")
+    g.output(g.conv(g.qdq(t, 0.3), 32, 32) if output_quantized else t)
+    return Model(g)
+
+
+# ---------------------------------------------------------------- Concat and pooling
+def _concat(scales: tuple[float, float, float], *, mixed: bool = False) -> Model:
+    g = G()
+    x = g.qdq(g.input("x", [1, 32, 16, 16]), 0.1)
+    a = g.op("Relu", [g.conv(x, 32, 32, name="cv1")])
+    b = g.op("Relu", [g.conv(x, 32, 32, name="cv2")])
+    second = b if mixed else g.qdq(b, scales[1])
+    cat = g.op("Concat", [g.qdq(a, scales[0]), second], name="cat", axis=1)
+    g.output(g.conv(g.qdq(cat, scales[2]), 64, 32, name="cv3"))
+    return Model(g)
+
+
+def _maxpool(after: float) -> Model:
+    g = G()
+    y = g.op("Relu", [g.conv(g.qdq(g.input("x", [1, 32, 16, 16]), 0.1), 32, 32, name="cv1")])
+    p = g.op("MaxPool", [g.qdq(y, 0.2)], name="pool", kernel_shape=[2, 2])
+    g.output(g.conv(g.qdq(p, after), 32, 32, name="cv2"))
+    return Model(g)
+
+
+def _avgpool(quantized: bool) -> Model:
+    g = G()
+    y = g.op("Relu", [g.conv(g.qdq(g.input("x", [1, 32, 8, 8])), 32, 32, name="conv")])
+    y = g.qdq(y, 0.2) if quantized else y
+    p = g.op("AveragePool", [y], name="pool", kernel_shape=[2, 2])
+    g.output(g.conv(g.qdq(p, 0.2), 32, 32, name="next"))
+    return Model(g)
+
+
+# ---------------------------------------------------------------- the Q/DQ nodes themselves
+def _activation_scales(per_channel: bool) -> Model:
+    g = G()
+    x = g.input("x", [1, 4, 8, 8])
+    count = 4 if per_channel else 1
+    s = g.const(np.full(count, 0.1, np.float32) if per_channel else np.array(0.1, np.float32))
+    z = g.const(np.zeros(count, np.int8) if per_channel else np.array(0, np.int8))
+    axis = {"axis": 1} if per_channel else {}
+    y = g.op("QuantizeLinear", [g.op("Relu", [x]), s, z], name="pcq", **axis)
+    g.output(g.op("DequantizeLinear", [y, s, z], **axis))
+    return Model(g)
+
+
+def _zero_point(zp: int) -> Model:
+    g = G()
+    g.output(g.dq(g.q(g.op("Relu", [g.input("x", [1, 4])]), 0.1, zp=zp, name="zpq"), 0.1, zp=zp))
+    return Model(g)
+
+
+def _quantizers_on_one_tensor(count: int) -> Model:
+    g = G()
+    x = g.op("Relu", [g.input("x", [1, 32, 8, 8])], name="r")
+    outs = [g.conv(g.qdq(x, 0.1 * (i + 1)), 32, 32) for i in range(count)]
+    g.output(g.op("Add", outs) if count == 2 else outs[0])
+    return Model(g)
+
+
+def _requantize(chain: bool) -> Model:
+    g = G()
+    y = g.qdq(g.op("Relu", [g.input("y", [1, 32, 8, 8])]), 0.1)
+    y = g.dq(g.q(y, 0.3, name="requant"), 0.3) if chain else y
+    g.output(g.conv(y, 32, 32))
+    return Model(g)
+
+
+def _input_q(on_input: bool) -> Model:
+    g = G()
+    x = g.input("x", [1, 32, 8, 8])
+    x = g.qdq(x, name="in_") if on_input else g.conv(x, 32, 32, quantize_weight=False)
+    g.output(g.conv(x if on_input else g.qdq(g.op("Relu", [x])), 32, 32))
+    return Model(g)
+
+
+def _standalone_q(fused: bool) -> Model:
+    g = G()
+    x = g.qdq(g.input("x", [1, 32, 8, 8]))
+    y = g.conv(x, 32, 32, name="conv")
+    y = g.op("Relu", [y], name="relu") if fused else g.op("Tanh", [g.op("Erf", [y])])
+    g.output(g.conv(g.qdq(y, 0.2, name="mid_"), 32, 32, name="next"))
+    return Model(g)
+
+
+def _scale(runtime: bool) -> Model:
+    g = G()
+    x = g.input("x", [1, 4])
+    scale = g.op("ReduceMax", [g.op("Abs", [x])], keepdims=0) if runtime else g.const(
+        np.array(0.1, np.float32))
+    g.output(g.op("DequantizeLinear", [g.op("QuantizeLinear", [x, scale], name="q"), scale]))
+    return Model(g)
+
+
+# ---------------------------------------------------------------- model level and targets
+def _float_model(quantized: bool) -> Model:
+    g = G()
+    x = g.input("x", [1, 32, 8, 8])
+    g.output(g.conv(g.qdq(x) if quantized else x, 32, 32, quantize_weight=quantized))
+    return Model(g)
+
+
+def _plugin(custom: bool) -> Model:
+    g = G()
+    g.opsets.append(onnx.helper.make_opsetid("trt.plugins", 1))
+    y = g.conv(g.qdq(g.input("x", [1, 32, 8, 8])), 32, 32)
+    domain = "trt.plugins" if custom else ""
+    g.output(g.op("EfficientNMS_TRT" if custom else "Relu", [y], name="nms", domain=domain))
+    return Model(g)
+
+
+def _float_tail(**options: Any) -> Model:
+    g = G()
+    y = g.op("Relu", [g.conv(g.qdq(g.input("x", [1, 32, 8, 8])), 32, 32)])
+    g.output(g.op("Softmax", [g.op("Erf", [y])], axis=1))
+    return Model(g, options)
+
+
+def _dla_friendly() -> Model:
+    g = G()
+    y = g.op("Relu", [g.conv(g.qdq(g.input("x", [1, 32, 8, 8])), 32, 32)])
+    g.output(y)
+    return Model(g, {"target": "dla"})
+
+
+def _integer_op(integer: bool) -> Model:
+    g = G()
+    a, b = g.input("a", [2, 2]), g.input("b", [2, 2])
+    g.output(g.op("MatMulInteger" if integer else "MatMul", [a, b], name="mm"))
+    return Model(g)
+
+
+# ---------------------------------------------------------------- engine level
+def _t(name: str, precision: Precision = Precision.INT8) -> EngineTensor:
+    return EngineTensor(name, precision)
+
+
+def _layer(name: str, kind: LayerKind, ins: list[EngineTensor], outs: list[EngineTensor],
+           origin: str | None = None) -> EngineLayer:
+    return EngineLayer(name=name, kind=kind, inputs=ins, outputs=outs, origin=origin,
+                       latency_ms=0.1)
+
+
+def _engine(*, tail: Precision = Precision.INT8, skip: Precision = Precision.INT8,
+            quantize_input: bool = False, layout_beside_qdq: bool = False,
+            qdq_inside: bool = False, timed: bool = True, names_only: bool = False,
+            unmatched: bool = False) -> Engine:
+    F32 = Precision.FP32
+    layers = []
+    first = "x"
+    if quantize_input:
+        layers.append(_layer("x_Q", LayerKind.REFORMAT, [_t("x", F32)], [_t("xq")], "QDQ"))
+        first = "xq"
+    layers.append(_layer("conv1", LayerKind.CONVOLUTION, [_t(first)], [_t("a")]))
+    layers.append(_layer("conv2 + add", LayerKind.CONVOLUTION, [_t("a"), _t(first, skip)],
+                         [_t("b")]))
+    current = "b"
+    if qdq_inside:
+        layers.append(_layer("b_DQ", LayerKind.REFORMAT, [_t("b")], [_t("bf", F32)], "QDQ"))
+        current = "bf"
+        if layout_beside_qdq:
+            layers.append(_layer("Reformatting CopyNode bf", LayerKind.REFORMAT,
+                                 [_t("bf", F32)], [_t("bf2", F32)], "layout"))
+            current = "bf2"
+    layers.append(_layer("tail", LayerKind.POOLING, [_t(current, tail)], [_t("y", tail)]))
+    if not timed:
+        for layer in layers:
+            layer.latency_ms = None
+    metadata: dict[str, Any] = {"names_only": names_only}
+    if unmatched:
+        metadata["unmatched_profile_records"] = ["ghost layer"]
+    return Engine(EngineGraph(layers, inputs=[_t("x", F32 if quantize_input else Precision.INT8)],
+                              outputs=[_t("y", tail)], source="constructed", metadata=metadata))
+
+
+F16 = Precision.FP16
+TRIGGER_AND_CLEAN: dict[str, tuple[Callable[[], Subject], Callable[[], Subject]]] = {
+    "QDQ101": (lambda: _weighted(activation=False), lambda: _weighted()),
+    "QDQ102": (lambda: _weighted(activation=False, weight=False), lambda: _weighted()),
+    "QDQ103": (lambda: _epilogue("before_bn"), lambda: _epilogue("none")),
+    "QDQ104": (lambda: _epilogue("before_relu"), lambda: _epilogue("none")),
+    "QDQ105": (lambda: _silu(True), lambda: _silu(False)),
+    "QDQ106": (lambda: _deconv(True), lambda: _deconv(False)),
+    "QDQ107": (lambda: _pad(True), lambda: _pad(False)),
+    "QDQ108": (lambda: _channels(72), lambda: _channels(64)),
+    "QDQ201": (lambda: _residual(skip=False, conv_branch=False),
+               lambda: _residual(skip=True, conv_branch=False)),
+    "QDQ202": (lambda: _residual(skip=False, conv_branch=True),
+               lambda: _residual(skip=True, conv_branch=False)),
+    "QDQ203": (lambda: _residual(skip=True, conv_branch=True),
+               lambda: _residual(skip=True, conv_branch=True, branch_scale=0.1)),
+    "QDQ204": (lambda: _residual_reader(False), lambda: _residual_reader(True)),
+    "QDQ205": (lambda: _tanh(False), lambda: _tanh(True)),
+    "QDQ301": (lambda: _concat((0.1, 0.2, 0.3)), lambda: _concat((0.2, 0.2, 0.2))),
+    "QDQ302": (lambda: _concat((0.2, 0.2, 0.2), mixed=True), lambda: _concat((0.2, 0.2, 0.2))),
+    "QDQ303": (lambda: _maxpool(0.25), lambda: _maxpool(0.2)),
+    "QDQ304": (lambda: _avgpool(False), lambda: _avgpool(True)),
+    "QDQ401": (lambda: _activation_scales(True), lambda: _activation_scales(False)),
+    "QDQ402": (lambda: _zero_point(3), lambda: _zero_point(0)),
+    "QDQ403": (lambda: _weighted(per_channel=False), lambda: _weighted()),
+    "QDQ404": (lambda: _quantizers_on_one_tensor(2), lambda: _quantizers_on_one_tensor(1)),
+    "QDQ405": (lambda: _requantize(True), lambda: _requantize(False)),
+    "QDQ406": (lambda: _input_q(True), lambda: _input_q(False)),
+    "QDQ407": (lambda: _standalone_q(False), lambda: _standalone_q(True)),
+    "QDQ408": (lambda: _scale(True), lambda: _scale(False)),
+    "QDQ501": (lambda: _float_model(False), lambda: _float_model(True)),
+    "QDQ502": (lambda: _plugin(True), lambda: _plugin(False)),
+    "QDQ503": (lambda: _float_tail(trt="11"), lambda: _float_tail(trt="10")),
+    "QDQ504": (lambda: _float_tail(target="dla"), lambda: _float_tail()),
+    "QDQ505": (lambda: _float_tail(target="dla"), _dla_friendly),
+    "QDQ506": (lambda: _integer_op(True), lambda: _integer_op(False)),
+    "QDQ601": (lambda: _engine(names_only=True), lambda: _engine()),
+    "QDQ602": (lambda: _engine(unmatched=True), lambda: _engine()),
+    "QDQ603": (lambda: _engine(tail=Precision.FP32), lambda: _engine(tail=F16)),
+    "QDQ604": (lambda: _engine(tail=F16), lambda: _engine()),
+    "QDQ605": (lambda: _engine(skip=F16), lambda: _engine()),
+    "QDQ606": (lambda: _engine(qdq_inside=True), lambda: _engine()),
+    "QDQ607": (lambda: _engine(qdq_inside=True, layout_beside_qdq=True),
+               lambda: _engine(qdq_inside=True)),
+    "QDQ608": (lambda: _engine(quantize_input=True), lambda: _engine(qdq_inside=True)),
+    "QDQ609": (lambda: _engine(timed=False), lambda: _engine()),
+}
+
+CODES = [rule.code for rule in all_rules()]
+
+
+def test_every_code_has_a_trigger_and_a_clean_twin() -> None:
+    assert sorted(TRIGGER_AND_CLEAN) == CODES
+
+
+@pytest.mark.parametrize("code", CODES)
+def test_the_trigger_fires_and_the_clean_twin_does_not(code: str) -> None:
+    if code not in TRIGGER_AND_CLEAN:
+        pytest.fail(f"{code} has no trigger and clean twin in TRIGGER_AND_CLEAN")
+    trigger, clean = TRIGGER_AND_CLEAN[code]
+    assert code in trigger().codes()
+    assert code not in clean().codes()
