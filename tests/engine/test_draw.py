@@ -16,10 +16,10 @@ import numpy as np
 import pytest
 
 from qdqkit.core.errors import OutputError
-from qdqkit.engine.analysis import topology
 from qdqkit.engine.draw import NODE_H, NODE_W, QDQ_REFORMAT_STROKE, draw_engine, render_svg
 from qdqkit.engine.layout import layered_layout
 from qdqkit.engine.synthetic import synthetic_engine
+from qdqkit.trt.engine_analysis import topology
 from qdqkit.trt.engine_json import parse_engine_graph, read_engine_graph
 from tests.engine.fixture_files import CONSTRUCTED, graph_path, profile_path, raw_graph
 

@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from qdqkit.core.text import plural
-from qdqkit.engine.analysis import is_compute, latency_sum, precision_signature
 from qdqkit.trt.engine import EngineGraph, EngineLayer, Precision
+from qdqkit.trt.engine_analysis import is_compute, latency_sum, precision_signature
 from qdqkit.trt.engine_matching import match_layers
 from qdqkit.trt.engine_timing import end_to_end_of
 

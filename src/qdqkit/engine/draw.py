@@ -17,9 +17,9 @@ from pathlib import Path
 
 from qdqkit.core.atomic import write_text_atomic
 from qdqkit.core.errors import OutputError
-from qdqkit.engine.analysis import is_compute, latency_sum, precision_signature, topology
 from qdqkit.engine.layout import Layout, layered_layout
 from qdqkit.trt.engine import EngineGraph, EngineLayer, EngineTensor, Precision
+from qdqkit.trt.engine_analysis import is_compute, latency_sum, precision_signature, topology
 
 NODE_W, NODE_H, RANK_GAP, NODE_GAP = 270.0, 58.0, 26.0, 24.0
 _NAME_CHARS = 36

@@ -9,20 +9,18 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import cached_property
 from pathlib import Path
 
-from qdqkit.core.text import plural
-from qdqkit.engine.analysis import (
+from qdqkit.rules import Finding, units_for
+from qdqkit.rules.engine_context import EngineContext, ReformatInfo
+from qdqkit.trt.engine import EngineGraph, EngineLayer, LayerKind, Precision
+from qdqkit.trt.engine_analysis import (
     is_compute,
     is_copy_node,
     latency_sum,
     precision_signature,
-    quantized_engine,
     topology,
 )
-from qdqkit.rules import Finding, units_for
-from qdqkit.trt.engine import EngineGraph, EngineLayer, LayerKind, Precision
 from qdqkit.trt.engine_timing import end_to_end_of
 
 
@@ -36,49 +34,12 @@ class Bucket:
 
 
 @dataclass
-class ReformatInfo:
-    name: str
-    origin: str  # "QDQ" or "layout"
-    from_precision: str
-    to_precision: str
-    from_format: str | None
-    to_format: str | None
-    latency_ms: float | None
-    next_to_qdq: bool  # a layout Reformat touching a Q/DQ Reformat: two conversions in a row
-
-
-@dataclass
 class SlowLayer:
     name: str
     kind: str
     precision: str
     latency_ms: float
     share: float  # of the summed layer time
-
-
-@dataclass
-class EngineContext:
-    """What every engine rule's check can ask: the engine, its Reformats, whether names only."""
-
-    graph: EngineGraph
-    reformats: list[ReformatInfo]
-    names_only: bool
-
-    @cached_property
-    def compute(self) -> list[EngineLayer]:
-        return [layer for layer in self.graph.layers if is_compute(layer)]
-
-    @cached_property
-    def quantized(self) -> bool:
-        return quantized_engine(self.graph)
-
-    @staticmethod
-    def counted(n: int, noun: str, verb: str = "") -> str:
-        """``1 layer runs`` / ``2 layers run``."""
-        text = plural(n, noun)
-        if verb:
-            text += f" {verb}s" if n == 1 else f" {verb}"
-        return text
 
 
 @dataclass

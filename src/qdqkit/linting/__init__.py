@@ -15,9 +15,9 @@ import onnx_ir as ir
 
 from qdqkit.core.gc_pause import paused_cyclic_gc
 from qdqkit.linting.catalog import RULES, Severity
-from qdqkit.linting.context import LintContext
 from qdqkit.linting.result import EngineComparison, EngineSummary, LintResult, RuleGroup
 from qdqkit.rules import Finding, units_for
+from qdqkit.rules.model_context import LintContext
 from qdqkit.trt.engine import EngineGraph, Precision
 from qdqkit.trt.predict import run_prediction
 

@@ -6,9 +6,9 @@ import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from qdqkit.engine.analysis import int8_conv_outputs, layout_only, quantized_io
 from qdqkit.rules import Finding, Rule, Severity
 from qdqkit.trt.engine import EngineGraph
+from qdqkit.trt.engine_analysis import int8_conv_outputs, layout_only, quantized_io
 
 if TYPE_CHECKING:
     from qdqkit.engine.diff import EngineDiff

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from qdqkit.rules.types import Finding, Fix, Rule, Severity
 
 if TYPE_CHECKING:
-    from qdqkit.linting.context import LintContext
+    from qdqkit.rules.model_context import LintContext
 
 RULES = (
     Rule(
@@ -78,7 +78,7 @@ fix: Fix | None = None
 
 def check(ctx: LintContext) -> Iterator[Finding]:
     from qdqkit.core.qdq import node_label
-    from qdqkit.linting.context import module_label
+    from qdqkit.rules.model_context import module_label
 
     prediction = ctx.prediction
     quantized_model = ctx.view.qdq_count > 0

@@ -16,7 +16,7 @@ from qdqkit.rules.types import Finding, Fix, Rule, Severity
 if TYPE_CHECKING:
     import onnx_ir as ir
 
-    from qdqkit.linting.context import LintContext
+    from qdqkit.rules.model_context import LintContext
 
 RULES = (
     Rule(

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from qdqkit.rules.types import Finding, Fix, Rule, Severity
 
 if TYPE_CHECKING:
-    from qdqkit.linting.context import LintContext
+    from qdqkit.rules.model_context import LintContext
 
 RULES = (
     Rule(

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from qdqkit.rules.types import Finding, Fix, Rule, Severity
 
 if TYPE_CHECKING:
-    from qdqkit.engine.report import EngineContext
+    from qdqkit.rules.engine_context import EngineContext
 
 RULES = (
     Rule(
@@ -34,8 +34,8 @@ fix: Fix | None = None
 
 
 def check(ctx: EngineContext) -> Iterator[Finding]:
-    from qdqkit.engine.analysis import latency_sum
     from qdqkit.trt.engine import Precision
+    from qdqkit.trt.engine_analysis import latency_sum
 
     if not ctx.quantized:
         return

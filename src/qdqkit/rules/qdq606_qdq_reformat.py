@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from qdqkit.rules.types import Finding, Fix, Rule, Severity
 
 if TYPE_CHECKING:
-    from qdqkit.engine.report import EngineContext
+    from qdqkit.rules.engine_context import EngineContext
 
 RULES = (
     Rule(
@@ -35,7 +35,7 @@ fix: Fix | None = None
 
 
 def check(ctx: EngineContext) -> Iterator[Finding]:
-    from qdqkit.engine.analysis import latency_sum
+    from qdqkit.trt.engine_analysis import latency_sum
 
     qdq = ctx.graph.qdq_reformats()
     if qdq:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from qdqkit.rules.types import Finding, Fix, Rule, Severity
 
 if TYPE_CHECKING:
-    from qdqkit.engine.report import EngineContext
+    from qdqkit.rules.engine_context import EngineContext
 
 RULES = (
     Rule(
