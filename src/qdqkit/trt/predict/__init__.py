@@ -27,9 +27,9 @@ from qdqkit.trt.engine import EngineGraph, EngineTensor, Precision
 from qdqkit.trt.predict.fusion import Block, GraphFacts, collect_facts, form_blocks
 from qdqkit.trt.predict.walk import PrecisionWalk
 from qdqkit.trt.predict.wanted import wanted_scales
+from qdqkit.trt.versions import TARGETS, normalize_trt_version
+from qdqkit.trt.versions import TRT_VERSIONS as TRT_VERSIONS
 
-TRT_VERSIONS = ("8.6", "10", "11")
-TARGETS = ("gpu", "dla")
 _KEEP_INITIALIZER_ELEMENTS = 64  # shape tensors and scalars keep their values
 
 
@@ -47,18 +47,6 @@ class Prediction:
     @property
     def strongly_typed(self) -> bool:
         return self.trt == "11"
-
-
-def normalize_trt_version(trt: str) -> str:
-    text = str(trt).strip().lower().removeprefix("trt").strip()
-    major = text.split(".")[0]
-    if major in ("8", "9"):
-        return "8.6"
-    if major in ("10", "11"):
-        return major
-    raise QdqkitError(
-        f"unknown TensorRT version '{trt}': use one of {', '.join(TRT_VERSIONS)}"
-    )
 
 
 def _infer_shapes(model: ir.Model, path: str | None) -> None:
