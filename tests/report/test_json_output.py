@@ -33,6 +33,18 @@ def test_non_finite_numbers_are_strings_and_null_means_unknown() -> None:
                     "colour": "red", "missing": None}
 
 
+@dataclass
+class Published:
+    internal: int = 1
+
+    def to_json(self) -> dict[str, object]:
+        return {"shown": self.internal * 2, "ratio": math.nan}
+
+
+def test_an_object_with_to_json_is_written_as_what_it_returns() -> None:
+    assert to_jsonable([Published()]) == [{"shown": 2, "ratio": "nan"}]
+
+
 def test_numpy_scalars_and_nested_containers() -> None:
     value = {"a": (np.float32(0.5), np.int64(3)), 1: [np.float64(np.nan)]}
     assert to_jsonable(value) == {"a": [0.5, 3], "1": ["nan"]}

@@ -1,8 +1,9 @@
 """Results as strict JSON, the same way for every command's ``--json``.
 
-1. Dataclasses become objects with their fields in declaration order; enums their values; sets
-   sorted lists; paths strings; numpy scalars Python numbers.
-2. Numbers JSON cannot hold are written as the strings ``"inf"``, ``"-inf"`` and ``"nan"``, so the
+1. An object with a ``to_json()`` method is written as what that returns (a result type that
+   publishes fixed keys); other dataclasses become objects with their fields in declaration order.
+2. Enums become their values; sets sorted lists; paths strings; numpy scalars Python numbers.
+3. Numbers JSON cannot hold are written as the strings ``"inf"``, ``"-inf"`` and ``"nan"``, so the
    output stays strict JSON and an infinite SNR (identical outputs) is not mistaken for ``null``,
    which always means "unknown" or "not applicable".
 """
@@ -29,6 +30,9 @@ def json_number(value: float) -> float | str:
 
 def to_jsonable(obj: Any) -> Any:
     """Plain JSON types (see the module docstring for the rules)."""
+    to_json = getattr(obj, "to_json", None)
+    if callable(to_json) and not isinstance(obj, type):
+        return to_jsonable(to_json())
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         return {f.name: to_jsonable(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
     if isinstance(obj, enum.Enum):
