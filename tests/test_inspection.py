@@ -1,13 +1,12 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import onnx
 import pytest
 
+from qdqkit.cli import main
 from qdqkit.examples.builder import demo_network
 from qdqkit.inspection import inspect_model
 from tests.builders import qdq_conv_model
@@ -63,28 +62,24 @@ def test_partially_quantized_share_is_mac_weighted(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("as_json", [False, True])
-def test_cli(tmp_path: Path, as_json: bool) -> None:
+def test_cli(tmp_path: Path, as_json: bool, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "demo.onnx"
     onnx.save(demo_network(), path)
-    cmd = [sys.executable, "-m", "qdqkit", "inspect", str(path)] + (["--json"] if as_json else [])
-    proc = subprocess.run(cmd, capture_output=True, text=True, check=True)
+    assert main(["inspect", str(path)] + (["--json"] if as_json else [])) == 0
+    stdout = capsys.readouterr().out
     if as_json:
-        data = json.loads(proc.stdout)
+        data = json.loads(stdout)
         assert data["quantize_count"] == 12 and data["int8_mac_share"] == 1.0
     else:
-        assert "INT8 share of MACs: 100.0%" in proc.stdout
+        assert "INT8 share of MACs: 100.0%" in stdout
 
 
-def test_cli_bad_input_is_one_line_exit_2(tmp_path: Path) -> None:
+def test_cli_bad_input_is_one_line_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     bad = tmp_path / "bad.onnx"
     bad.write_bytes(b"not a model at all")
-    proc = subprocess.run(
-        [sys.executable, "-m", "qdqkit", "inspect", str(bad)], capture_output=True, text=True
-    )
-    assert proc.returncode == 2
-    assert (
-        proc.stderr.count("\n") == 1 and str(bad) in proc.stderr and "Traceback" not in proc.stderr
-    )
+    assert main(["inspect", str(bad)]) == 2
+    stderr = capsys.readouterr().err
+    assert stderr.count("\n") == 1 and str(bad) in stderr and "Traceback" not in stderr
 
 
 def test_onnxruntime_default_output_zero_points_and_reshaped_weight() -> None:

@@ -1,8 +1,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import onnx
@@ -80,13 +78,11 @@ def test_same_named_inputs_are_refused(tmp_path: Path, capsys: pytest.CaptureFix
     assert "overwrite each other" in capsys.readouterr().err
 
 
-def test_verify_and_demo_commands(tmp_path: Path) -> None:
-    demo = subprocess.run([sys.executable, "-m", "qdqkit", "demo", "--dir", str(tmp_path)],
-                          capture_output=True, text=True, check=True)
-    assert "trtexec --onnx=" in demo.stdout and "SNR" in demo.stdout
+def test_verify_and_demo_commands(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["demo", "--dir", str(tmp_path)]) == 0
+    demo = capsys.readouterr().out
+    assert "trtexec --onnx=" in demo and "SNR" in demo
     model = tmp_path / "demo_trt_qat.onnx"
-    out = subprocess.run([sys.executable, "-m", "qdqkit", "verify", str(model),
-                          str(tmp_path / "translated"), "--json"],
-                         capture_output=True, text=True, check=True)
-    data = json.loads(out.stdout)
+    assert main(["verify", str(model), str(tmp_path / "translated"), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
     assert data["min_snr_db"] > 40 and data["outputs"][0]["name"] == "logits"

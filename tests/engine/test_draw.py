@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import shutil
@@ -15,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from qdqkit.cli import main
 from qdqkit.core.errors import OutputError
 from qdqkit.engine.draw import NODE_H, NODE_W, QDQ_REFORMAT_STROKE, draw_engine, render_svg
 from qdqkit.engine.layout import layered_layout
@@ -81,6 +83,27 @@ def test_layout_of_a_deep_engine_stays_narrow_and_flows_down() -> None:
     for xs in rows.values():
         xs.sort()
         assert all(b - a >= NODE_W for a, b in pairwise(xs))
+
+
+# Recorded from the drawing code before its HTML page shell moved to ``qdqkit.report``; a change
+# in these digests is a change in what ``engine draw`` writes.
+DRAWING_DIGESTS = {
+    ("qat.html", True): "6e0bf793687a74aaf37b6fccfbe872adbb64757ab9e6213ae8e097819e17bc19",
+    ("qat.svg", True): "c2e8e263b701bfd7e4456d2bc77cd95b67f085edbd4a8589693ab1dae7ca832e",
+    ("qat.html", False): "eedc7fb8cdc27bd19d82ba598896f8146126e901819385c141308e452eaae7c1",
+}
+
+
+@pytest.mark.parametrize(("name", "with_profile"), sorted(DRAWING_DIGESTS))
+def test_engine_draw_output_is_byte_identical_to_the_recorded_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str, with_profile: bool
+) -> None:
+    profile = ["--profile", str(profile_path("qat"))] if with_profile else []
+    out = tmp_path / name
+    assert main(["engine", "draw", str(graph_path("qat")), *profile, "-o", str(out)]) == 0
+    assert "37 layers" in capsys.readouterr().out
+    digest = hashlib.sha256(out.read_bytes()).hexdigest()
+    assert digest == DRAWING_DIGESTS[(name, with_profile)]
 
 
 # --- a real browser ----------------------------------------------------------------------------

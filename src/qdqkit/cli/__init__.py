@@ -1,7 +1,11 @@
 """The ``qdqkit`` command line: parse arguments, call one API function, render its result.
 
-Each command lives in its own ``*_cmd`` module with a ``register(subparsers)`` function; the heavy
-imports (onnx, onnxruntime) happen inside the command, so ``qdqkit --help`` stays instant.
+Each command lives in its own ``*_cmd`` module with a ``register(subparsers)`` function; flags that
+several commands share are declared once as argument groups in ``args``, and results are rendered
+through ``qdqkit.report`` (text, JSON, HTML). Building the parser imports only argparse and these
+small modules: the command's own imports (onnx, onnx-ir, onnxruntime, numpy) happen when it runs,
+so ``qdqkit --help``, ``qdqkit rules`` and ``qdqkit engine report|draw|diff`` on JSON files start
+instantly (``tests/cli/test_startup.py`` checks which modules each one loads).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from qdqkit.core.errors import QdqkitError
 COMMAND_MODULES = (
     "qdqkit.cli.inspect_cmd",
     "qdqkit.cli.lint_cmd",
+    "qdqkit.cli.rules_cmd",
     "qdqkit.cli.translate_cmd",
     "qdqkit.cli.verify_cmd",
     "qdqkit.cli.demo_cmd",

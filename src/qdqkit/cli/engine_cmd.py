@@ -3,11 +3,77 @@
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from qdqkit.cli.output import print_json
-from qdqkit.trt.engine import EngineGraph
+from qdqkit.cli.args import (
+    ArgGroup,
+    JsonArgs,
+    OutputArgs,
+    TargetArgs,
+    TrtArgs,
+    add_groups,
+)
+from qdqkit.report.json_output import print_json
+
+if TYPE_CHECKING:
+    from qdqkit.trt.engine import EngineGraph
+
+
+@dataclass(frozen=True)
+class EngineFiles:
+    """One engine's trtexec exports: the layer graph, and optionally its profile and timing."""
+
+    graph: str
+    profile: str | None
+    timing: str | None
+
+    def read(self) -> EngineGraph:
+        from qdqkit.trt.engine_json import read_engine_graph
+
+        return read_engine_graph(self.graph, profile=self.profile, timing=self.timing)
+
+    def paths(self) -> tuple[Path, ...]:
+        return tuple(Path(p) for p in (self.graph, self.profile, self.timing) if p)
+
+
+class EngineArgs(ArgGroup[EngineFiles]):
+    """The positional engine graph plus ``--profile``/``--timing`` for it; ``side`` names one of
+    two engines (``a`` -> ``a``, ``--profile-a``, ``--timing-a``)."""
+
+    def __init__(self, side: str = "") -> None:
+        self.side = side
+
+    def add_to(self, parser: argparse.ArgumentParser) -> None:
+        suffix = f"-{self.side}" if self.side else ""
+        of = f" of engine {self.side.upper()}" if self.side else ""
+        if self.side:
+            parser.add_argument(self.side, help=f"engine {self.side.upper()}: ENGINE.graph.json, "
+                                "or MODEL.onnx to predict it")
+        else:
+            parser.add_argument("graph", help="ENGINE.graph.json (trtexec --exportLayerInfo)")
+        parser.add_argument(f"--profile{suffix}", default=None,
+                            help=f"per-layer timings{of} (trtexec --exportProfile JSON)")
+        parser.add_argument(f"--timing{suffix}", default=None,
+                            help=f"end-to-end timing{of}: trtexec log, --exportTimes JSON or a "
+                            "performance_summary JSON (default: X.profile.metadata.json beside "
+                            "the profile, if any)")
+
+    def parse(self, args: argparse.Namespace) -> EngineFiles:
+        suffix = f"_{self.side}" if self.side else ""
+        graph = getattr(args, self.side) if self.side else args.graph
+        profile, timing = getattr(args, f"profile{suffix}"), getattr(args, f"timing{suffix}")
+        return EngineFiles(graph, profile, timing)
+
+
+ENGINE, SIDE_A, SIDE_B = EngineArgs(), EngineArgs("a"), EngineArgs("b")
+JSON = JsonArgs()
+DRAWING = OutputArgs("FILE.html or FILE.svg", required=True)
+BUILD_DIR = OutputArgs("folder for the engine and its JSON files (default: beside the model)",
+                       folder=True, aliases=("--output-dir",))
+# Only .onnx sides of a diff are predicted; JSON sides are real engines.
+TRT, TARGET = TrtArgs(applies_to=" .onnx sides"), TargetArgs(applies_to=" .onnx sides")
 
 
 class _EngineParser(argparse.ArgumentParser):
@@ -48,10 +114,9 @@ def register(subparsers: Any) -> None:
         description="Layers and latency by type and precision, Reformat layers and their origin, "
         "the INT8 share of layers and time, the slowest layers and what to fix.",
     )
-    report.add_argument("graph", help="ENGINE.graph.json (trtexec --exportLayerInfo)")
-    _timing_arguments(report, "")
+    add_groups(report, ENGINE)
     report.add_argument("--top", type=int, default=10, help="how many slowest layers to list")
-    report.add_argument("--json", action="store_true", help="print the result as JSON")
+    add_groups(report, JSON)
     report.set_defaults(run=run_report)
 
     draw = commands.add_parser(
@@ -59,9 +124,7 @@ def register(subparsers: Any) -> None:
         description="Draw the engine graph, layers coloured by precision, Reformats marked and "
         "latency shown when a profile is given. The file opens offline in any browser.",
     )
-    draw.add_argument("graph", help="ENGINE.graph.json (trtexec --exportLayerInfo)")
-    _timing_arguments(draw, "")
-    draw.add_argument("-o", "--output", required=True, help="FILE.html or FILE.svg")
+    add_groups(draw, ENGINE, DRAWING)
     draw.set_defaults(run=run_draw)
 
     diff = commands.add_parser(
@@ -70,14 +133,7 @@ def register(subparsers: Any) -> None:
         "changes, fused and lone layers, Reformat counts and latency. A side given as an .onnx "
         "model is the engine qdqkit predicts TensorRT would build from it.",
     )
-    diff.add_argument("a", help="engine A: ENGINE.graph.json, or MODEL.onnx to predict it")
-    diff.add_argument("b", help="engine B: ENGINE.graph.json, or MODEL.onnx to predict it")
-    _timing_arguments(diff, "-a")
-    _timing_arguments(diff, "-b")
-    diff.add_argument("--trt", default="8.6", help="TensorRT version to predict .onnx sides for")
-    diff.add_argument("--target", default="gpu", choices=("gpu", "dla"),
-                      help="device to predict .onnx sides for")
-    diff.add_argument("--json", action="store_true", help="print the result as JSON")
+    add_groups(diff, SIDE_A, SIDE_B, TRT, TARGET, JSON)
     diff.set_defaults(run=run_diff)
 
     build = commands.add_parser(
@@ -93,43 +149,26 @@ def register(subparsers: Any) -> None:
     for flag in ("int8", "fp16", "best", "strongly-typed"):
         precision.add_argument(f"--{flag}", dest="precision", action="store_const", const=flag,
                                help=f"build with trtexec's {flag} mode (if this TensorRT has it)")
-    build.add_argument("-o", "--output-dir", default=None,
-                       help="folder for the engine and its JSON files (default: beside the model)")
+    add_groups(build, BUILD_DIR)
     build.pass_through = True
     build.set_defaults(run=run_build, trtexec_args=[])
 
 
-def _timing_arguments(parser: argparse.ArgumentParser, suffix: str) -> None:
-    side = f" of engine {suffix[1:].upper()}" if suffix else ""
-    parser.add_argument(f"--profile{suffix}", default=None,
-                        help=f"per-layer timings{side} (trtexec --exportProfile JSON)")
-    parser.add_argument(f"--timing{suffix}", default=None,
-                        help=f"end-to-end timing{side}: trtexec log, --exportTimes JSON or a "
-                        "performance_summary JSON (default: X.profile.metadata.json beside the "
-                        "profile, if any)")
-
-
-def _read(graph: str, profile: str | None, timing: str | None) -> EngineGraph:
-    from qdqkit.trt.engine_json import read_engine_graph
-
-    return read_engine_graph(graph, profile=profile, timing=timing)
-
-
-def _side(path: str, profile: str | None, timing: str | None, args: argparse.Namespace) -> EngineGraph:
-    if Path(path).suffix.lower() == ".onnx":
-        # The predictor lives with lint; imported here so report/draw never pay for onnx.
+def _side(files: EngineFiles, args: argparse.Namespace) -> EngineGraph:
+    if Path(files.graph).suffix.lower() == ".onnx":
+        # The predictor needs onnx; imported here so report and draw never pay for it.
         from qdqkit.trt.predict import predict_engine
 
-        return predict_engine(path, trt=args.trt, target=args.target)
-    return _read(path, profile, timing)
+        return predict_engine(files.graph, trt=TRT.parse(args), target=TARGET.parse(args))
+    return files.read()
 
 
 def run_report(args: argparse.Namespace) -> int:
     from qdqkit.cli.engine_render import render_report
     from qdqkit.engine.report import report_engine
 
-    result = report_engine(_read(args.graph, args.profile, args.timing), top=args.top)
-    if args.json:
+    result = report_engine(ENGINE.parse(args).read(), top=args.top)
+    if JSON.parse(args):
         print_json(result)
     else:
         print(render_report(result))
@@ -139,10 +178,11 @@ def run_report(args: argparse.Namespace) -> int:
 def run_draw(args: argparse.Namespace) -> int:
     from qdqkit.engine.draw import draw_engine
 
-    graph = _read(args.graph, args.profile, args.timing)
-    inputs = tuple(Path(p) for p in (args.graph, args.profile, args.timing) if p)
-    draw_engine(graph, Path(args.output), protected=inputs)
-    print(f"wrote {args.output} ({len(graph)} layers)")
+    files = ENGINE.parse(args)
+    graph = files.read()
+    output = DRAWING.given(args)
+    draw_engine(graph, Path(output), protected=files.paths())
+    print(f"wrote {output} ({len(graph)} layers)")
     return 0
 
 
@@ -150,10 +190,8 @@ def run_diff(args: argparse.Namespace) -> int:
     from qdqkit.cli.engine_render import render_diff
     from qdqkit.engine.diff import diff_engines
 
-    a = _side(args.a, args.profile_a, args.timing_a, args)
-    b = _side(args.b, args.profile_b, args.timing_b, args)
-    result = diff_engines(a, b)
-    if args.json:
+    result = diff_engines(_side(SIDE_A.parse(args), args), _side(SIDE_B.parse(args), args))
+    if JSON.parse(args):
         print_json(result)
     else:
         print(render_diff(result))
@@ -165,9 +203,10 @@ def run_build(args: argparse.Namespace) -> int:
     from qdqkit.engine.build import build_engine
     from qdqkit.engine.report import report_engine
 
+    output_dir = BUILD_DIR.parse(args)
     built = build_engine(
         Path(args.model), precision=args.precision,
-        output_dir=Path(args.output_dir) if args.output_dir else None,
+        output_dir=Path(output_dir) if output_dir else None,
         extra_args=list(args.trtexec_args),
     )
     for note in built.notes:

@@ -2,29 +2,23 @@
 
 from __future__ import annotations
 
-from qdqkit.cli.output import table
-from qdqkit.engine.diff import EngineDiff, short_source
-from qdqkit.engine.report import Bucket, EngineReport
+from typing import TYPE_CHECKING
+
+from qdqkit.report.text import milliseconds, share, shorten, table
+
+if TYPE_CHECKING:
+    from qdqkit.engine.diff import EngineDiff
+    from qdqkit.engine.report import Bucket, EngineReport
 
 _NAME_WIDTH = 72
 
 
-def _ms(value: float | None) -> str:
-    return "-" if value is None else f"{value:.3f}"
-
-
-def _share(value: float | None) -> str:
-    return "-" if value is None else f"{value:.0%}"
-
-
-def _short(name: str, width: int = _NAME_WIDTH) -> str:
-    return name if len(name) <= width else name[: width - 3] + "..."
-
-
 def _bucket_table(title: str, buckets: list[Bucket], total: float | None) -> list[str]:
-    rows: list[list[object]] = [[b.key, b.layers, _ms(b.latency_ms),
-             _share(b.latency_ms / total) if total and b.latency_ms is not None else "-"]
-            for b in buckets]
+    rows: list[list[object]] = [
+        [b.key, b.layers, milliseconds(b.latency_ms),
+         share(b.latency_ms / total) if total and b.latency_ms is not None else "-"]
+        for b in buckets
+    ]
     return ["", table(rows, [title, "layers", "ms", "time"])]
 
 
@@ -45,29 +39,32 @@ def render_report(report: EngineReport) -> str:
                        f"({report.end_to_end_source})")
         lines.append(timing)
     lines.append(
-        f"INT8       {_share(report.int8_layer_share)} of compute layers, "
-        f"{_share(report.int8_time_share)} of time"
+        f"INT8       {share(report.int8_layer_share)} of compute layers, "
+        f"{share(report.int8_time_share)} of time"
     )
     lines += _bucket_table("layer type", report.by_kind, total)
     lines += _bucket_table("precision (compute layers)", report.by_precision, total)
     lines += _bucket_table("type and precision (inputs → output)", report.by_kind_and_precision,
                            total)
     if report.reformats:
-        rows: list[list[object]] = [[_short(r.name, 56), r.origin, f"{r.from_precision} → {r.to_precision}",
-                 _ms(r.latency_ms), "yes" if r.next_to_qdq else ""] for r in report.reformats]
+        rows: list[list[object]] = [
+            [shorten(r.name, 56), r.origin, f"{r.from_precision} → {r.to_precision}",
+             milliseconds(r.latency_ms), "yes" if r.next_to_qdq else ""]
+            for r in report.reformats
+        ]
         lines += ["", f"Reformat layers: {report.qdq_reformat_count} from Q/DQ, "
                       f"{report.layout_reformat_count} layout",
                   table(rows, ["reformat", "origin", "precision", "ms", "next to Q/DQ"])]
     if report.slowest:
-        rows = [[_short(s.name, 64), s.kind, s.precision, _ms(s.latency_ms), _share(s.share)]
-                for s in report.slowest]
+        rows = [[shorten(s.name, 64), s.kind, s.precision, milliseconds(s.latency_ms),
+                 share(s.share)] for s in report.slowest]
         lines += ["", table(rows, ["slowest layers", "type", "precision", "ms", "time"])]
     if report.findings:
         lines += ["", "findings:"]
         for f in report.findings:
             cost = f" [{f.latency_ms:.3f} ms]" if f.latency_ms else ""
             lines.append(f"  {f.severity:<7} {f.rule.name}: {f.message}{cost}")
-            shown = ", ".join(_short(n, 48) for n in f.layers[:4])
+            shown = ", ".join(shorten(n, 48) for n in f.layers[:4])
             if shown:
                 more = f" (+{len(f.layers) - 4} more)" if len(f.layers) > 4 else ""
                 lines.append(f"          {shown}{more}")
@@ -75,6 +72,8 @@ def render_report(report: EngineReport) -> str:
 
 
 def render_diff(diff: EngineDiff) -> str:
+    from qdqkit.engine.diff import short_source
+
     a, b = diff.a, diff.b
     rows: list[list[object]] = [
         ["layers", a.layers, b.layers],
@@ -82,29 +81,32 @@ def render_diff(diff: EngineDiff) -> str:
          f"{b.compute_layers} ({b.int8_compute_layers})"],
         ["Reformats (Q/DQ, layout)", f"{a.reformats} ({a.qdq_reformats}, {a.layout_reformats})",
          f"{b.reformats} ({b.qdq_reformats}, {b.layout_reformats})"],
-        ["summed layer time ms", _ms(a.layer_latency_ms), _ms(b.layer_latency_ms)],
-        ["end-to-end median ms", _ms(a.end_to_end_median_ms), _ms(b.end_to_end_median_ms)],
+        ["summed layer time ms", milliseconds(a.layer_latency_ms),
+         milliseconds(b.layer_latency_ms)],
+        ["end-to-end median ms", milliseconds(a.end_to_end_median_ms),
+         milliseconds(b.end_to_end_median_ms)],
     ]
     lines = [f"A  {a.source}", f"B  {b.source}", "",
              table(rows, ["", f"A {short_source(a)}", f"B {short_source(b)}"]), "", "why:"]
     lines += [f"  - {line}" for line in diff.summary]
     if diff.precision_changes:
-        rows = [[_short(m.b, 60), m.precision_a, m.precision_b, _ms(m.latency_a_ms),
-                 _ms(m.latency_b_ms)] for m in diff.precision_changes]
+        rows = [[shorten(m.b, 60), m.precision_a, m.precision_b, milliseconds(m.latency_a_ms),
+                 milliseconds(m.latency_b_ms)] for m in diff.precision_changes]
         lines += ["", table(rows, ["precision changes (layer in B)", "A", "B", "A ms", "B ms"])]
     for group in diff.fused:
         side = "B" if group.engine == "a" else "A"
-        lines += ["", f"fused in {side} into '{_short(group.into, 60)}' "
-                      f"({_ms(group.latency_before_ms)} → {_ms(group.latency_after_ms)} ms):"]
-        lines += [f"  {_short(name)}" for name in group.layers]
+        lines += ["", f"fused in {side} into '{shorten(group.into, 60)}' "
+                      f"({milliseconds(group.latency_before_ms)} → "
+                      f"{milliseconds(group.latency_after_ms)} ms):"]
+        lines += [f"  {shorten(name, _NAME_WIDTH)}" for name in group.layers]
     for title, lone in (("only in A", diff.only_in_a), ("only in B", diff.only_in_b)):
         if lone:
-            rows = [[_short(la.name, 60), la.kind, la.precision, la.origin or "",
-                     _ms(la.latency_ms)] for la in lone]
+            rows = [[shorten(la.name, 60), la.kind, la.precision, la.origin or "",
+                     milliseconds(la.latency_ms)] for la in lone]
             lines += ["", table(rows, [title, "type", "precision", "origin", "ms"])]
     changed = sorted((m for m in diff.matched if m.delta_ms), key=lambda m: -abs(m.delta_ms or 0))
     if changed:
-        rows = [[_short(m.b, 60), _ms(m.latency_a_ms), _ms(m.latency_b_ms), f"{m.delta_ms:+.3f}"]
-                for m in changed[:10]]
+        rows = [[shorten(m.b, 60), milliseconds(m.latency_a_ms), milliseconds(m.latency_b_ms),
+                 f"{m.delta_ms:+.3f}"] for m in changed[:10]]
         lines += ["", table(rows, ["largest changes (matched layers)", "A ms", "B ms", "delta"])]
     return "\n".join(lines)

@@ -5,9 +5,12 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from qdqkit.cli.output import print_json, table
+from qdqkit.cli.args import JsonArgs, add_groups
+from qdqkit.report.json_output import print_json
+from qdqkit.report.text import table
 
 _MAX_LISTED = 8
+JSON = JsonArgs()
 
 
 def register(subparsers: Any) -> None:
@@ -18,7 +21,7 @@ def register(subparsers: Any) -> None:
         "per-channel scales, zero-point problems and which weighted ops would run INT8.",
     )
     parser.add_argument("model", help="the ONNX model")
-    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    add_groups(parser, JSON)
     parser.set_defaults(run=run)
 
 
@@ -26,7 +29,7 @@ def run(args: argparse.Namespace) -> int:
     from qdqkit.inspection import inspect_model
 
     result = inspect_model(args.model)
-    if args.json:
+    if JSON.parse(args):
         print_json(result)
         return 0
     print(render(result))

@@ -1,13 +1,16 @@
-"""``qdqkit lint MODEL`` and ``qdqkit rules [CODE]``."""
+"""``qdqkit lint MODEL [--trt V] [--target gpu|dla] [--json] [--engine REAL.graph.json]``."""
 
 from __future__ import annotations
 
 import argparse
 from typing import Any
 
-from qdqkit.cli.output import print_json, table
+from qdqkit.cli.args import JsonArgs, TargetArgs, TrtArgs, add_groups
+from qdqkit.report.json_output import print_json
+from qdqkit.report.text import macs, table
 
 _SHOWN_PER_RULE = 12
+TRT, TARGET, JSON = TrtArgs(), TargetArgs(), JsonArgs()
 
 
 def register(subparsers: Any) -> None:
@@ -19,44 +22,22 @@ def register(subparsers: Any) -> None:
         "accuracy, grouped by rule. Exit code 1 when there are errors.",
     )
     parser.add_argument("model", help="the ONNX model")
-    parser.add_argument("--trt", default="8.6", choices=("8.6", "10", "11"),
-                        help="TensorRT version to predict for (default 8.6; 11 is strongly typed)")
-    parser.add_argument("--target", default="gpu", choices=("gpu", "dla"))
-    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    add_groups(parser, TRT, TARGET, JSON)
     parser.add_argument("--engine", metavar="REAL.graph.json",
                         help="compare with a real 'trtexec --exportLayerInfo' export")
     parser.add_argument("--layers", action="store_true", help="also list the predicted layers")
     parser.set_defaults(run=run)
 
-    rules = subparsers.add_parser(
-        "rules", help="list the lint rules, or explain one",
-        description="List the lint rule catalog, or explain one rule: why it costs, what to do, "
-        "where it comes from.",
-    )
-    rules.add_argument("code", nargs="?", help="a rule code or name, e.g. QDQ201 or "
-                       "residual-skip-float")
-    rules.add_argument("--json", action="store_true", help="print as JSON")
-    rules.set_defaults(run=run_rules)
-
 
 def run(args: argparse.Namespace) -> int:
     from qdqkit.linting import lint
 
-    result = lint(args.model, trt=args.trt, target=args.target, engine=args.engine)
-    if args.json:
+    result = lint(args.model, trt=TRT.parse(args), target=TARGET.parse(args), engine=args.engine)
+    if JSON.parse(args):
         print_json(result)
     else:
         print(render(result, show_layers=args.layers))
     return result.exit_code
-
-
-def _macs(n: int | None) -> str:
-    if n is None:
-        return "?"
-    for unit, size in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
-        if n >= size:
-            return f"{n / size:.2f} {unit}"
-    return str(n)
 
 
 def render(result: Any, show_layers: bool = False) -> str:
@@ -89,7 +70,7 @@ def render(result: Any, show_layers: bool = False) -> str:
         f"  layers          {s.layers - s.reformats} compute, by input precision: {by_precision}",
         f"  INT8 outputs    {s.int8_output_layers} layers write INT8 (their Q fused)",
         f"  Reformats       {s.reformats} ({s.qdq_reformats} from Q/DQ nodes)",
-        f"  INT8 MACs       {share} of {_macs(s.total_macs)}",
+        f"  INT8 MACs       {share} of {macs(s.total_macs)}",
         f"  elided nodes    {s.elided_nodes} (copies and Concats with no layer of their own)",
     ]
     if s.devices:
@@ -124,29 +105,3 @@ def _info() -> Any:
     from qdqkit.rules import Severity
 
     return Severity.INFO
-
-
-def run_rules(args: argparse.Namespace) -> int:
-    from qdqkit.rules import all_rules, rule
-
-    if args.code:
-        found = rule(args.code)
-        if args.json:
-            print_json(found)
-            return 0
-        print(f"{found.code} {found.name} [{found.severity}]\n")
-        print(f"  {found.summary}\n")
-        print(f"why it costs   {found.why}")
-        print(f"what to do     {found.what_to_do}")
-        print(f"how it checks  {found.how_it_checks}")
-        fixable = "yes: a mechanical graph rewrite repairs it" if found.fixable else "no"
-        print(f"fixable        {fixable}")
-        print(f"rule base      {found.rule_id} (docs/tensorrt-qdq-rules.md)")
-        return 0
-    if args.json:
-        print_json(list(all_rules()))
-        return 0
-    rows = [[r.code, str(r.severity), r.name, r.rule_id, "yes" if r.fixable else ""]
-            for r in all_rules()]
-    print(table(rows, ["code", "severity", "name", "rule", "fix"]))
-    return 0

@@ -8,8 +8,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from qdqkit.cli.output import print_json
+from qdqkit.cli.args import JsonArgs, OutputArgs, add_groups
 from qdqkit.core.errors import QdqkitError
+from qdqkit.report.json_output import print_json
+
+# The reference translator's snake_case spellings, with kebab-case aliases, keep working.
+OUTPUT = OutputArgs("folder for the outputs (default ./translated)", folder=True,
+                    default="./translated", aliases=("--output_dir", "--output-dir"))
+JSON = JsonArgs()
 
 
 def register(subparsers: Any) -> None:
@@ -25,10 +31,7 @@ def register(subparsers: Any) -> None:
         "-i", "--input_onnx_models", "--input-onnx-models", nargs="+", required=True,
         metavar="MODEL", help="Q/DQ ONNX models to translate",
     )
-    parser.add_argument(
-        "-o", "--output_dir", "--output-dir", default="./translated",
-        help="folder for the outputs (default ./translated)",
-    )
+    add_groups(parser, OUTPUT)
     parser.add_argument(
         "--trt_calib_version", "--trt-calib-version", default="8600",
         help="TensorRT version number for the cache header: 8600 for 8.6.0, 100300 for 10.3.0",
@@ -64,7 +67,7 @@ def register(subparsers: Any) -> None:
         help="give scale 1.0 to an unscaled Conv output feeding an Add whose other input is scaled",
     )
     parser.add_argument("--verbose", action="store_true", help="log each step and every scale")
-    parser.add_argument("--json", action="store_true", help="print a JSON summary")
+    add_groups(parser, JSON)
     parser.set_defaults(run=run)
 
 
@@ -97,13 +100,14 @@ def run(args: argparse.Namespace) -> int:
             f"several inputs are named '{clashes[0]}'; their outputs would overwrite each other "
             "(rename one, or translate them into different folders)"
         )
+    as_json, output = JSON.parse(args), OUTPUT.given(args)
     results = []
     for model in args.input_onnx_models:
-        result = translate(model, args.output_dir, options)
+        result = translate(model, output, options)
         results.append(result)
-        if not args.json:
+        if not as_json:
             print(render(result, verbose=args.verbose))
-    if args.json:
+    if as_json:
         print_json(results if len(results) > 1 else results[0])
     return 0
 

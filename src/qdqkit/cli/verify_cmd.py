@@ -1,4 +1,4 @@
-"""``qdqkit verify QDQ_MODEL TRANSLATED_DIR [--inputs FILE.npz] [--json]``."""
+"""``qdqkit verify QDQ_MODEL TRANSLATED_DIR [--inputs FILE.npz] [--samples N] [--seed S]``."""
 
 from __future__ import annotations
 
@@ -6,7 +6,11 @@ import argparse
 import math
 from typing import Any
 
-from qdqkit.cli.output import print_json, table
+from qdqkit.cli.args import DataArgs, JsonArgs, add_groups
+from qdqkit.report.json_output import json_number, print_json, to_jsonable
+from qdqkit.report.text import table
+
+DATA, JSON = DataArgs(samples=4), JsonArgs()
 
 
 def register(subparsers: Any) -> None:
@@ -18,37 +22,23 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("qdq_model", help="the original Q/DQ ONNX model")
     parser.add_argument("translated_dir", help="the folder 'qdqkit translate' wrote")
-    parser.add_argument("--inputs", help=".npz with one array per model input (optional)")
-    parser.add_argument("--samples", type=int, default=4, help="random samples (default 4)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
-    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    add_groups(parser, DATA, JSON)
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from qdqkit.verification import verify
 
+    data = DATA.parse(args)
     result = verify(
-        args.qdq_model, args.translated_dir, args.inputs, seed=args.seed, samples=args.samples
+        args.qdq_model, args.translated_dir, data.inputs, seed=data.seed, samples=data.samples
     )
-    if args.json:
-        print_json({**_as_dict(result), "min_snr_db": _finite(result.min_snr_db)})
+    if JSON.parse(args):
+        # min_snr_db is a property, not a field: added after the fields.
+        print_json({**to_jsonable(result), "min_snr_db": json_number(result.min_snr_db)})
     else:
         print(render(result))
     return 0
-
-
-def _finite(value: float) -> float | str:
-    return value if math.isfinite(value) else ("inf" if value > 0 else "-inf")
-
-
-def _as_dict(result: Any) -> dict[str, Any]:
-    from qdqkit.cli.output import to_jsonable
-
-    data: dict[str, Any] = to_jsonable(result)
-    for row in data["outputs"]:
-        row["snr_db"] = _finite(next(o.snr_db for o in result.outputs if o.name == row["name"]))
-    return data
 
 
 def render(result: Any) -> str:

@@ -4,13 +4,12 @@ Boxes are layers in data-flow order (top to bottom), filled by the precision the
 in, with a strip on the right in the precision it writes; Reformats have a red (from Q/DQ) or
 orange dashed (layout) border; edges take the colour of the tensor's precision; with a profile,
 each box shows its time and a bar scaled to the slowest layer. Hovering a box shows the full name,
-fused ONNX nodes, tensors and tactic. The HTML adds zoom, search and a details panel, inlined so
-the file opens offline.
+fused ONNX nodes, tensors and tactic. The HTML page (the shell of ``qdqkit.report.html_page``) adds
+zoom, search and a details panel, inlined so the file opens offline.
 """
 
 from __future__ import annotations
 
-import html
 from importlib import resources
 from itertools import pairwise
 from pathlib import Path
@@ -18,6 +17,7 @@ from pathlib import Path
 from qdqkit.core.atomic import write_text_atomic
 from qdqkit.core.errors import OutputError
 from qdqkit.engine.layout import Layout, layered_layout
+from qdqkit.report.html_page import HtmlPage, escape, render_page
 from qdqkit.trt.engine import EngineGraph, EngineLayer, EngineTensor, Precision
 from qdqkit.trt.engine_analysis import is_compute, latency_sum, precision_signature, topology
 
@@ -40,10 +40,6 @@ PALETTE: dict[Precision, tuple[str, str]] = {
     Precision.UNKNOWN: ("#adb5bd", "#f8f9fa"),
 }
 QDQ_REFORMAT_STROKE, LAYOUT_REFORMAT_STROKE = "#c92a2a", "#f08c00"
-
-
-def _esc(text: object) -> str:
-    return html.escape(str(text), quote=True)
 
 
 def _clip(text: str, width: int) -> str:
@@ -90,18 +86,18 @@ def _node(i: int, layer: EngineLayer, layout: Layout, slowest: float | None) -> 
         label = "Reformat · from Q/DQ" if qdq else "Reformat · layout"
     classes = "layer reformat" if layer.is_reformat else "layer"
     parts = [
-        f'<g class="{classes}" id="L{i}" data-name="{_esc(layer.name)}">',
-        f"<title>{_esc(_tooltip(layer))}</title>",
+        f'<g class="{classes}" id="L{i}" data-name="{escape(layer.name)}">',
+        f"<title>{escape(_tooltip(layer))}</title>",
         f'<rect x="{x:.1f}" y="{y:.1f}" width="{NODE_W:.0f}" height="{NODE_H:.0f}" rx="5" '
         f'fill="{fill}" stroke="{stroke}" stroke-width="{width}"{dash}/>',
         f'<rect x="{x + NODE_W - 9:.1f}" y="{y + 1:.1f}" width="8" height="{NODE_H - 2:.0f}" '
         f'fill="{out_strong}"/>',
         f'<rect x="{x:.1f}" y="{y:.1f}" width="5" height="{NODE_H:.0f}" fill="{strong}"/>',
-        f'<text x="{x + 11:.1f}" y="{y + 16:.1f}" class="k">{_esc(label)}</text>',
+        f'<text x="{x + 11:.1f}" y="{y + 16:.1f}" class="k">{escape(label)}</text>',
         f'<text x="{x + 11:.1f}" y="{y + 31:.1f}" class="p">'
-        f"{_esc(precision_signature(layer))}</text>",
+        f"{escape(precision_signature(layer))}</text>",
         f'<text x="{x + 11:.1f}" y="{y + 46:.1f}" class="n">'
-        f"{_esc(_clip(layer.name, _NAME_CHARS))}</text>",
+        f"{escape(_clip(layer.name, _NAME_CHARS))}</text>",
     ]
     if layer.latency_ms is not None and slowest:
         bar = (NODE_W - 24) * min(1.0, layer.latency_ms / slowest)
@@ -205,22 +201,22 @@ def _asset(name: str) -> str:
     return resources.files("qdqkit.engine").joinpath("static").joinpath(name).read_text(encoding="utf-8")
 
 
+_ZOOM_AND_SEARCH = (
+    '<button id="zoom-out" title="zoom out">−</button>'
+    '<button id="zoom-in" title="zoom in">+</button><button id="fit">fit width</button>'
+    '<input id="search" type="search" placeholder="find layer or ONNX node"> '
+    '<span id="hits"></span>'
+)
+
+
 def render_html(graph: EngineGraph) -> str:
     title = Path(graph.source).name if graph.source != "predicted" else "predicted engine"
-    return "".join([
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">",
-        f"<title>{_esc(title)} · qdqkit engine</title><style>{_asset('viewer.css')}</style>",
-        "</head><body>",
-        '<header><div class="title">', _esc(title), '</div><div class="summary">',
-        _esc(_summary_line(graph)), "</div>",
-        '<div class="tools"><button id="zoom-out" title="zoom out">−</button>'
-        '<button id="zoom-in" title="zoom in">+</button><button id="fit">fit width</button>'
-        '<input id="search" type="search" placeholder="find layer or ONNX node"> '
-        '<span id="hits"></span></div></header>',
-        '<main><div id="canvas">', render_svg(graph), '</div>',
-        '<aside id="details"><p>Click a layer for its details.</p></aside></main>',
-        f"<script>{_asset('viewer.js')}</script></body></html>\n",
-    ])
+    return render_page(HtmlPage(
+        title=f"{title} · qdqkit engine", heading=title, summary=_summary_line(graph),
+        tools_html=_ZOOM_AND_SEARCH, content_html=render_svg(graph),
+        details_hint="Click a layer for its details.",
+        css=_asset("viewer.css"), script=_asset("viewer.js"),
+    ))
 
 
 def draw_engine(graph: EngineGraph, output: Path, protected: tuple[Path, ...] = ()) -> Path:

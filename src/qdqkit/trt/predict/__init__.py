@@ -28,9 +28,8 @@ from qdqkit.trt.predict.fusion import Block, GraphFacts, collect_facts, form_blo
 from qdqkit.trt.predict.state import Int8Tensor
 from qdqkit.trt.predict.walk import PrecisionWalk
 from qdqkit.trt.predict.wanted import wanted_scales
-
-TRT_VERSIONS = ("8.6", "10", "11")
-TARGETS = ("gpu", "dla")
+from qdqkit.trt.versions import TARGETS, normalize_trt_version
+from qdqkit.trt.versions import TRT_VERSIONS as TRT_VERSIONS
 
 
 @dataclass
@@ -117,16 +116,6 @@ class Prediction:
         return list(found.values())
 
 
-def normalize_trt_version(trt: str) -> str:
-    text = str(trt).strip().lower().removeprefix("trt").strip()
-    major = text.split(".")[0]
-    if major in ("8", "9"):
-        return "8.6"
-    if major in ("10", "11"):
-        return major
-    raise QdqkitError(
-        f"unknown TensorRT version '{trt}': use one of {', '.join(TRT_VERSIONS)}"
-    )
 
 
 def run_prediction(

@@ -1,0 +1,82 @@
+"""The shared argument groups: one flag, one meaning and one set of accepted values everywhere."""
+
+from __future__ import annotations
+
+import pytest
+
+from qdqkit.cli import build_parser
+from qdqkit.cli.args import DataArgs, DataOptions, OutputArgs
+
+PREDICTING = {"lint": ["lint", "m.onnx"], "engine diff": ["engine", "diff", "a.onnx", "b.json"]}
+
+
+@pytest.mark.parametrize("command", sorted(PREDICTING))
+@pytest.mark.parametrize(("spelling", "version"), [
+    ("8.6", "8.6"), ("8", "8.6"), ("8.6.1", "8.6"), ("9", "8.6"), ("10", "10"), ("10.3", "10"),
+    ("trt10", "10"), ("TRT11", "11"), ("11.0", "11"),
+])
+def test_trt_spellings_mean_the_same_in_every_command(command: str, spelling: str,
+                                                      version: str) -> None:
+    args = build_parser().parse_args([*PREDICTING[command], "--trt", spelling])
+    assert args.trt == version and args.target == "gpu"
+
+
+@pytest.mark.parametrize("command", sorted(PREDICTING))
+def test_unknown_trt_version_is_a_usage_error(command: str,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        build_parser().parse_args([*PREDICTING[command], "--trt", "7"])
+    assert exit_info.value.code == 2
+    assert "unknown TensorRT version '7': use one of 8.6, 10, 11" in capsys.readouterr().err
+    defaults = build_parser().parse_args(PREDICTING[command])
+    assert (defaults.trt, defaults.target) == ("8.6", "gpu")
+
+
+def test_the_old_version_helper_stays_importable() -> None:
+    from qdqkit.trt import predict, versions
+
+    assert predict.normalize_trt_version is versions.normalize_trt_version
+    assert predict.TRT_VERSIONS == versions.TRT_VERSIONS == ("8.6", "10", "11")
+
+
+@pytest.mark.parametrize("argv", [
+    ["translate", "-i", "m.onnx", "-o", "out"],
+    ["translate", "-i", "m.onnx", "--output", "out"],
+    ["translate", "-i", "m.onnx", "--output_dir", "out"],
+    ["translate", "-i", "m.onnx", "--output-dir", "out"],
+    ["engine", "draw", "g.json", "-o", "out"],
+    ["engine", "draw", "g.json", "--output", "out"],
+    ["engine", "build", "m.onnx", "-o", "out"],
+    ["engine", "build", "m.onnx", "--output-dir", "out"],
+])
+def test_output_is_dash_o_or_dash_dash_output_everywhere(argv: list[str]) -> None:
+    assert build_parser().parse_args(argv).output == "out"
+
+
+def test_output_defaults() -> None:
+    parser = build_parser()
+    assert parser.parse_args(["translate", "-i", "m.onnx"]).output == "./translated"
+    assert parser.parse_args(["engine", "build", "m.onnx"]).output is None
+    group = OutputArgs("where", required=False)
+    with pytest.raises(TypeError):
+        group.given(parser.parse_args(["engine", "build", "m.onnx"]))
+
+
+@pytest.mark.parametrize("argv", [
+    ["inspect", "m.onnx"], ["lint", "m.onnx"], ["rules"], ["translate", "-i", "m.onnx"],
+    ["verify", "m.onnx", "dir"], ["engine", "report", "g.json"],
+    ["engine", "diff", "a.json", "b.json"],
+])
+def test_every_reporting_command_takes_json(argv: list[str]) -> None:
+    parser = build_parser()
+    assert parser.parse_args(argv).json is False
+    assert parser.parse_args([*argv, "--json"]).json is True
+
+
+def test_data_options() -> None:
+    parser = build_parser()
+    args = parser.parse_args(["verify", "m.onnx", "dir"])
+    assert DataArgs().parse(args) == DataOptions(inputs=None, samples=4, seed=0)
+    args = parser.parse_args(["verify", "m.onnx", "dir", "--inputs", "x.npz", "--samples", "2",
+                              "--seed", "7"])
+    assert DataArgs().parse(args) == DataOptions(inputs="x.npz", samples=2, seed=7)
