@@ -34,3 +34,30 @@ def test_predicting_an_in_memory_model_leaves_it_byte_identical() -> None:
     conv = next(layer for layer in engine.layers if "next" in layer.onnx_nodes)
     assert conv.inputs[0].shape == (1, 64, 8, 8)  # the inferred shapes were still used
     assert conv.cost is not None and conv.cost.macs == 8 * 8 * 32 * 64 * 9
+
+
+def test_stored_shapes_that_contradict_the_ops_are_inferred_afresh() -> None:
+    """A stored rank-0 shape in front of a Conv would leave the Conv unshaped; inference retries."""
+    import numpy as np
+    import onnx_ir as ir
+    from onnx import TensorProto, helper, numpy_helper
+
+    from qdqkit.core.shapes import infer_value_types
+
+    weight = numpy_helper.from_array(np.ones((4, 3, 3, 3), np.float32), "w")
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["r"], name="relu"),
+         helper.make_node("Conv", ["r", "w"], ["y"], name="conv")],
+        "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [weight],
+        value_info=[helper.make_tensor_value_info("r", TensorProto.FLOAT, [])],
+    )
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model = ir.serde.deserialize_model(proto)
+    before = ir.serde.serialize_model(model).SerializeToString()
+    types = infer_value_types(model)
+    conv = next(n for n in model.graph if n.op_type == "Conv")
+    relu = next(n for n in model.graph if n.op_type == "Relu")
+    assert tuple(types.shape_of(conv.outputs[0]) or ()) == (1, 4, 6, 6)
+    assert tuple(types.shape_of(relu.outputs[0]) or ()) == (1, 3, 8, 8)
+    assert ir.serde.serialize_model(model).SerializeToString() == before

@@ -6,47 +6,12 @@ Symbolic dimensions (a dynamic batch) count as 1, so the figures are per sample;
 
 from __future__ import annotations
 
-import logging
 import math
 from collections.abc import Callable
 
 import onnx_ir as ir
 
 from qdqkit.core.errors import QdqkitError
-
-
-def infer_shapes(model: ir.Model) -> None:
-    """Fill value shapes in place with ONNX shape inference (weights are not copied)."""
-    if _run_shape_inference(model):
-        return
-    # Exporters sometimes store value shapes that contradict the ops (a rank-0 output of a Sum);
-    # onnx then refuses the whole graph. Drop the stored intermediate shapes and infer afresh.
-    for node in model.graph:
-        for value in node.outputs:
-            value.shape = None
-    _run_shape_inference(model)
-
-
-def _run_shape_inference(model: ir.Model) -> bool:
-    """True when inference gave every weighted op's output a shape."""
-    from onnx_ir.passes.common import ShapeInferencePass
-
-    # The pass logs (rather than raises) onnx's inference errors; keep them off the user's screen.
-    logger = logging.getLogger("onnx_ir.passes.common.shape_inference")
-    previous = logger.level
-    logger.setLevel(logging.CRITICAL + 1)
-    try:
-        ShapeInferencePass()(model)
-    except Exception:
-        return False
-    finally:
-        logger.setLevel(previous)
-    return all(
-        node.outputs[0].shape is not None
-        for node in model.graph
-        if node.op_type in ("Conv", "ConvTranspose", "Gemm", "MatMul")
-    )
-
 
 ShapeOf = Callable[[ir.Value], "ir.Shape | None"]
 

@@ -22,15 +22,20 @@ _KEEP_INITIALIZER_ELEMENTS = 64  # shape tensors and scalars keep their values (
 
 @dataclass(frozen=True)
 class ValueTypes:
-    """Inferred shapes and dtypes by value name; a value's own shape or dtype always wins."""
+    """Inferred shapes and dtypes by value name.
+
+    A value's own shape wins unless the stored shapes contradicted the ops (``inferred_wins``).
+    """
 
     shapes: Mapping[str, ir.Shape] = field(default_factory=dict)
     dtypes: Mapping[str, ir.DataType] = field(default_factory=dict)
+    inferred_wins: bool = False
 
     def shape_of(self, value: ir.Value) -> ir.Shape | None:
-        if value.shape is not None:
+        inferred = self.shapes.get(value.name or "")
+        if value.shape is not None and not (self.inferred_wins and inferred is not None):
             return value.shape
-        return self.shapes.get(value.name or "")
+        return inferred
 
     def dtype_of(self, value: ir.Value) -> ir.DataType | None:
         if value.dtype is not None:
@@ -103,12 +108,47 @@ def _proto_without_large_weights(model: ir.Model) -> onnx.ModelProto:
     return proto
 
 
+_WEIGHTED_OPS = frozenset({"Conv", "ConvTranspose", "Gemm", "MatMul"})
+
+
 def infer_value_types(model: ir.Model) -> ValueTypes:
-    """Shapes and dtypes ONNX inference gives the node outputs the model leaves unset."""
+    """Shapes and dtypes ONNX inference gives the node outputs the model leaves unset.
+
+    Exporters sometimes store intermediate shapes that contradict the ops (a rank-0 output of a
+    Sum), and onnx then gives up on everything downstream. When a weighted op is left without a
+    shape that way, inference runs once more ignoring the stored intermediate shapes.
+    """
     values = [out for node in model.graph for out in node.outputs]
     if all(v.shape is not None for v in values):
         return ValueTypes()
+    types = _infer(model, values, ignore_stored=False)
+    if all(
+        types.shape_of(node.outputs[0]) is not None
+        for node in model.graph if node.op_type in _WEIGHTED_OPS and node.outputs
+    ):
+        return types
+    return _infer(model, values, ignore_stored=True)
+
+
+def fill_value_types(model: ir.Model) -> None:
+    """Write inferred shapes and dtypes into ``model``: only for a model the caller made itself."""
+    types = infer_value_types(model)
+    for node in model.graph:
+        for value in node.outputs:
+            shape = types.shape_of(value)
+            if shape is not None:
+                value.shape = shape
+            dtype = types.dtype_of(value)
+            if dtype is not None:
+                value.dtype = dtype
+
+
+def _infer(model: ir.Model, values: list[ir.Value], *, ignore_stored: bool) -> ValueTypes:
     proto = _proto_without_large_weights(model)
+    if ignore_stored:
+        del proto.graph.value_info[:]
+        for output in proto.graph.output:
+            output.type.tensor_type.ClearField("shape")
     try:
         # Not strict: a custom-domain plugin op must not cost the shapes of everything else.
         inferred = onnx.shape_inference.infer_shapes(proto, strict_mode=False, data_prop=True)
@@ -123,11 +163,11 @@ def infer_value_types(model: ir.Model) -> ValueTypes:
         info = infos.get(name)
         if info is None:
             continue
-        if value.shape is None and info.HasField("shape"):
+        if (ignore_stored or value.shape is None) and info.HasField("shape"):
             shapes[name] = ir.Shape([
                 d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
                 for d in info.shape.dim
             ])
         if value.dtype is None and info.elem_type:
             dtypes[name] = ir.DataType(info.elem_type)
-    return ValueTypes(shapes, dtypes)
+    return ValueTypes(shapes, dtypes, inferred_wins=ignore_stored)

@@ -14,9 +14,10 @@ from collections import Counter
 import onnx_ir as ir
 
 from qdqkit.core.constants import constant_source
-from qdqkit.core.macs import infer_shapes, macs_of
+from qdqkit.core.macs import macs_of
 from qdqkit.core.model_io import load_model
 from qdqkit.core.qdq import DqSource, QdqView, QuantParams, dtype_label, is_quantize, node_label
+from qdqkit.core.shapes import ValueTypes, infer_value_types
 from qdqkit.inspection.result import InspectResult, WeightedOpInfo, ZeroPointProblem
 
 
@@ -115,8 +116,8 @@ def inspect_model(model_or_path: ir.Model | str | os.PathLike[str]) -> InspectRe
                 )
             )
 
-    infer_shapes(model)
-    weighted = [_weighted_info(view, node) for node in view.weighted_nodes]
+    types = infer_value_types(model)
+    weighted = [_weighted_info(view, node, types) for node in view.weighted_nodes]
     total = sum(w.macs for w in weighted if w.macs)
     int8 = sum(w.macs for w in weighted if w.macs and w.quantized)
     opsets = {(k or "ai.onnx"): v for k, v in sorted(model.opset_imports.items())}
@@ -143,7 +144,7 @@ def inspect_model(model_or_path: ir.Model | str | os.PathLike[str]) -> InspectRe
     )
 
 
-def _weighted_info(view: QdqView, node: ir.Node) -> WeightedOpInfo:
+def _weighted_info(view: QdqView, node: ir.Node, types: ValueTypes) -> WeightedOpInfo:
     w_index = view.weight_index(node)
     ref = view.weight_ref(node, w_index) if w_index is not None else None
     a_index = view.activation_index(node)
@@ -166,5 +167,5 @@ def _weighted_info(view: QdqView, node: ir.Node) -> WeightedOpInfo:
         activation_quantized=act_q,
         weight_style=style,
         weight_granularity=gran,
-        macs=macs_of(node, w_shape),
+        macs=macs_of(node, w_shape, shape_of=types.shape_of),
     )

@@ -16,9 +16,9 @@ from pathlib import Path
 
 from qdqkit.core import numerics
 from qdqkit.core.errors import QdqkitError
-from qdqkit.core.macs import infer_shapes
 from qdqkit.core.model_io import load_model
 from qdqkit.core.progress import Progress
+from qdqkit.core.shapes import fill_value_types
 from qdqkit.core.upcast import upcast_float16
 from qdqkit.passes.scales import ScaleOrigin, ScaleTable
 from qdqkit.translation.fp16 import select_fp16_nodes
@@ -68,7 +68,7 @@ def verify(
     cache = read_calib_cache(paths.calib_cache)
     config_matches = precision_config_matches_cache(paths, cache.scales)
     emulation = load_model(paths.noqdq_model)
-    infer_shapes(emulation)
+    fill_value_types(emulation)
     table = ScaleTable()
     scale_names = set(cache.scales)
     for node in emulation.graph:
