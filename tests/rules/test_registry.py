@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from qdqkit.cli import main
-from qdqkit.cli.output import to_jsonable
+from qdqkit.report.json_output import to_jsonable
 from qdqkit.core.errors import QdqkitError
 from qdqkit.rules import Finding, Severity, all_rules, rule, rules_for, units
 

@@ -11,7 +11,7 @@ import onnx_ir as ir
 import pytest
 
 import qdqkit.trt.predict.weighted as weighted_module
-from qdqkit.cli.output import to_jsonable
+from qdqkit.report.json_output import to_jsonable
 from qdqkit.trt.predict import Prediction, run_prediction
 from qdqkit.trt.predict.state import Int8Tensor
 from tests.linting.graphs import G
