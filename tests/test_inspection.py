@@ -9,7 +9,7 @@ import pytest
 from qdqkit.cli import main
 from qdqkit.examples.builder import demo_network
 from qdqkit.inspection import inspect_model
-from tests.builders import qdq_conv_model
+from tests.models import qdq_conv_model
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

@@ -9,12 +9,13 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 import pytest
-from onnx import TensorProto, helper, numpy_helper
+from onnx import numpy_helper
 
 from qdqkit.core import lazy_proto
 from qdqkit.core.atomic import output_set
 from qdqkit.core.errors import ModelLoadError
 from qdqkit.core.model_io import load_model, stage_model
+from qdqkit.examples.graph import GraphBuilder
 
 
 @pytest.fixture(autouse=True)
@@ -26,17 +27,11 @@ def _model(tmp_path: Path) -> Path:
     rng = np.random.default_rng(0)
     big = rng.normal(size=(512, 600)).astype(np.float32)  # 1.2 MB: above the threshold
     small = rng.normal(size=(600,)).astype(np.float32)
-    graph = helper.make_graph(
-        [helper.make_node("MatMul", ["x", "big"], ["m"]), helper.make_node("Add", ["m", "small"], ["y"])],
-        "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 512])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 600])],
-        [numpy_helper.from_array(big, "big"), numpy_helper.from_array(small, "small")],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-    model.ir_version = 8
-    path = tmp_path / "m.onnx"
-    onnx.save(model, path)
-    return path
+    g = GraphBuilder()
+    m = g.node("MatMul", [g.input("x", [2, 512]), g.const(big, "big")], name="", out="m")
+    g.node("Add", [m, g.const(small, "small")], name="", out="y")
+    g.output("y", [2, 600])
+    return g.save(tmp_path / "m.onnx")
 
 
 def test_lazy_load_maps_only_large_tensors(tmp_path: Path) -> None:

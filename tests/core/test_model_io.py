@@ -10,7 +10,7 @@ from onnx import external_data_helper
 from qdqkit.core.atomic import output_set
 from qdqkit.core.errors import ModelLoadError, OutputError
 from qdqkit.core.model_io import load_model, stage_model
-from tests.builders import qdq_conv_model
+from tests.models import qdq_conv_model
 
 
 def _save_with_external_data(tmp_path: Path, location: str) -> Path:

@@ -17,7 +17,7 @@ from qdqkit.core.numerics import (
 )
 from qdqkit.core.qdq import QdqView
 from qdqkit.core.qdq_math import fake_quantize
-from tests.builders import qdq_conv_model
+from tests.models import qdq_conv_model
 
 
 def test_metrics_match_their_definitions() -> None:

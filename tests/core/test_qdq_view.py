@@ -5,7 +5,7 @@ import onnx_ir as ir
 import pytest
 
 from qdqkit.core.qdq import DqSource, QdqView
-from tests.builders import qdq_conv_model
+from tests.models import qdq_conv_model
 
 
 def _view(**kwargs: object) -> tuple[ir.Model, QdqView]:

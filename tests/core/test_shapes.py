@@ -5,15 +5,15 @@ from __future__ import annotations
 import onnx_ir as ir
 
 from qdqkit.core.shapes import infer_value_types
+from qdqkit.examples.graph import GraphBuilder
 from qdqkit.trt.predict import predict_engine
-from tests.linting.graphs import G
 
 
 def _model() -> ir.Model:
-    g = G()
-    y = g.op("Relu", [g.conv(g.qdq(g.input("x", [1, 32, 8, 8])), 32, 64, name="conv")], name="r")
+    g = GraphBuilder()
+    y = g.node("Relu", [g.conv(g.qdq(g.input("x", [1, 32, 8, 8])), 32, 64, name="conv")], name="r")
     g.output(g.conv(g.qdq(y, 0.2), 64, 32, name="next"))
-    return g.model()
+    return g.ir()
 
 
 def test_inferred_shapes_come_back_as_a_table() -> None:

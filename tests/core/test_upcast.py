@@ -2,11 +2,12 @@ from __future__ import annotations
 
 import numpy as np
 import onnx_ir as ir
-from onnx import TensorProto, helper, numpy_helper
+from onnx import TensorProto
 
 from qdqkit.core.numerics import error_metrics, input_specs, make_session, random_feeds, run
 from qdqkit.core.upcast import upcast_float16
 from qdqkit.examples.builder import demo_network
+from qdqkit.examples.graph import GraphBuilder
 
 
 def test_upcast_leaves_no_fp16_and_computes_the_same_function() -> None:
@@ -27,22 +28,12 @@ def test_upcast_leaves_no_fp16_and_computes_the_same_function() -> None:
 
 
 def test_upcast_is_exact_where_fp16_is_exact() -> None:
-    proto = helper.make_model(
-        helper.make_graph(
-            [
-                helper.make_node("Cast", ["x"], ["h"], to=TensorProto.FLOAT16),
-                helper.make_node("Mul", ["h", "half"], ["m"]),
-                helper.make_node("Cast", ["m"], ["y"], to=TensorProto.FLOAT),
-            ],
-            "g",
-            [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
-            [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])],
-            [numpy_helper.from_array(np.array(0.5, np.float16), "half")],
-        ),
-        opset_imports=[helper.make_opsetid("", 13)],
-        ir_version=8,
-    )
-    model = ir.serde.deserialize_model(proto)
+    g = GraphBuilder()
+    h = g.node("Cast", [g.input("x", [4])], name="", out="h", to=TensorProto.FLOAT16)
+    m = g.node("Mul", [h, g.const(np.array(0.5, np.float16), "half")], name="", out="m")
+    g.node("Cast", [m], name="", out="y", to=TensorProto.FLOAT)
+    g.output("y", [4])
+    model = g.ir()
     assert upcast_float16(model)
     assert model.graph.initializers["half"].const_value.dtype == ir.DataType.FLOAT  # type: ignore[union-attr]
     x = np.array([1.0, -2.0, 3.5, 1e-3], np.float32)  # 1e-3 is not an fp16 value: fp32 keeps it

@@ -6,8 +6,8 @@ from collections import Counter
 
 import pytest
 
-from qdqkit.report.json_output import dumps_json
 from qdqkit.engine.report import EngineReport, report_engine
+from qdqkit.report.json_output import dumps_json
 from qdqkit.trt.engine_json import read_engine_graph
 from tests.engine.fixture_files import (
     CONSTRUCTED,

@@ -9,9 +9,9 @@ import onnx
 import pytest
 
 from qdqkit.cli import main
+from qdqkit.examples.graph import GraphBuilder
 from qdqkit.examples.resnet import resnet18_qdq
 from qdqkit.linting.catalog import RULES
-from tests.linting.graphs import G
 
 TREX = Path(__file__).resolve().parents[1] / "fixtures" / "trex-resnet18-a100"
 
@@ -23,16 +23,16 @@ def qgap(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-def _save(g: G, path: Path) -> Path:
+def _save(g: GraphBuilder, path: Path) -> Path:
     onnx.save(g.proto(), path)
     return path
 
 
 def test_lint_reports_errors_with_exit_code_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    g = G()
+    g = GraphBuilder()
     x = g.qdq(g.input("x", [1, 32, 8, 8]))
     y = g.bn(g.conv(x, 32, 32, name="conv2"), 32)
-    g.output(g.op("Relu", [g.op("Add", [y, "x"], name="add")]))
+    g.output(g.node("Relu", [g.node("Add", [y, "x"], name="add")]))
     g.outputs[-1].name = g.nodes[-1].output[0]
     code = main(["lint", str(_save(g, tmp_path / "m.onnx"))])
     out = capsys.readouterr().out
@@ -60,8 +60,8 @@ def test_engine_comparison_lists_disagreements(qgap: Path, capsys: pytest.Captur
 
 
 def test_float_model_exits_0_and_says_float(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    g = G()
-    g.output(g.conv(g.input("x", [1, 32, 8, 8]), 32, 32, quantize_weight=False))
+    g = GraphBuilder()
+    g.output(g.conv(g.input("x", [1, 32, 8, 8]), 32, 32, weight="float"))
     assert main(["lint", str(_save(g, tmp_path / "f.onnx"))]) == 0
     assert "it is a float model" in capsys.readouterr().out
 
@@ -118,7 +118,7 @@ def test_qdqkit_lint_is_callable_in_any_import_order() -> None:
     import qdqkit
     import qdqkit.linting.catalog  # binds the package to the name qdqkit.linting
 
-    g = G()
-    g.output(g.conv(g.input("x", [1, 32, 8, 8]), 32, 32, quantize_weight=False))
-    assert qdqkit.lint(g.model()).codes() == ["QDQ501"]
-    assert qdqkit.predict_engine(g.model()).layers
+    g = GraphBuilder()
+    g.output(g.conv(g.input("x", [1, 32, 8, 8]), 32, 32, weight="float"))
+    assert qdqkit.lint(g.ir()).codes() == ["QDQ501"]
+    assert qdqkit.predict_engine(g.ir()).layers

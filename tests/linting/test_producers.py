@@ -10,8 +10,9 @@ import onnx_ir as ir
 import pytest
 
 from qdqkit.examples.builder import NetBuilder, build_qdq, demo_network, resnet_block
+from qdqkit.examples.graph import GraphBuilder
 from qdqkit.linting import lint
-from tests.linting.graphs import G, every_node_is_accounted_for
+from tests.models import every_node_is_accounted_for
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
@@ -24,8 +25,7 @@ def _float_resnet(path: Path) -> None:
     y = resnet_block(b, y, 32, quantize_residual=False, name="l0")
     y = b.node("GlobalAveragePool", [y], name="gap")
     y = b.node("Flatten", [y], name="flat")
-    y = b.gemm(y, 32, 10, name="fc", quantize_input=False)
-    b.nodes[-1].output[0] = "logits"
+    y = b.gemm(y, 32, 10, name="fc", quantize_input=False, out="logits")
     b.output("logits", [1, 10])
     onnx.save(b.float_model(), path)
 
@@ -131,11 +131,11 @@ def test_real_float_residual_block() -> None:
 
 
 def test_graph_with_subgraph_free_opset19_fp16_scales() -> None:
-    g = G(opset=19)
+    g = GraphBuilder(opset=19)
     x = g.input("x", [1, 32, 8, 8])
     s = g.const(np.array(0.05, np.float16))
-    xq = g.op("QuantizeLinear", [g.op("Cast", [x], to=onnx.TensorProto.FLOAT16), s])
-    y = g.conv(g.op("Cast", [g.op("DequantizeLinear", [xq, s])], to=onnx.TensorProto.FLOAT), 32, 32)
+    xq = g.node("QuantizeLinear", [g.node("Cast", [x], to=onnx.TensorProto.FLOAT16), s])
+    y = g.conv(g.node("Cast", [g.node("DequantizeLinear", [xq, s])], to=onnx.TensorProto.FLOAT), 32, 32)
     g.output(y)
-    result = lint(g.model())
+    result = lint(g.ir())
     assert result.quantized and "QDQ408" not in result.codes()

@@ -1,14 +1,23 @@
 from __future__ import annotations
 
 import numpy as np
-from onnx import helper
 
+from qdqkit.examples.graph import GraphBuilder, run_model
 from qdqkit.passes.fold_batchnorm import FoldBatchNormIntoConv
 from qdqkit.passes.scales import ScaleOrigin, ScaleTable
-from tests.passes.pass_graphs import model, ops, run
+from tests.models import ops
 
 RNG = np.random.default_rng(0)
 X = RNG.normal(size=(1, 3, 6, 6)).astype(np.float32)
+
+
+def _graph(inits: dict[str, np.ndarray]) -> GraphBuilder:
+    g = GraphBuilder()
+    g.input("x", [1, 3, 6, 6])
+    g.output("y")
+    for name, array in inits.items():
+        g.const(array, name)
+    return g
 
 
 def _bn_params(c: int) -> dict[str, np.ndarray]:
@@ -22,14 +31,13 @@ def _bn_params(c: int) -> dict[str, np.ndarray]:
 
 def test_conv_bn_folds_and_keeps_the_bn_output_name_and_scale() -> None:
     inits = {"w": RNG.normal(size=(4, 3, 3, 3)).astype(np.float32), **_bn_params(4)}
-    nodes = [
-        helper.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[1, 1, 1, 1]),
-        helper.make_node("BatchNormalization", ["c", "gamma", "beta", "mean", "var"], ["bn_out"],
-                         name="bn", epsilon=1e-3),
-        helper.make_node("Relu", ["bn_out"], ["y"], name="relu"),
-    ]
-    before = model(nodes, inits, {"x": [1, 3, 6, 6]}, ["y"])
-    want = run(before, {"x": X})[0]
+    g = _graph(inits)
+    c = g.node("Conv", ["x", "w"], name="conv", out="c", pads=[1, 1, 1, 1])
+    bn = g.node("BatchNormalization", [c, "gamma", "beta", "mean", "var"], name="bn", out="bn_out",
+                epsilon=1e-3)
+    g.node("Relu", [bn], name="relu", out="y")
+    before = g.ir()
+    want = run_model(before, {"x": X})[0]
     scales = ScaleTable()
     bn_out = before.graph.node(1).outputs[0]
     scales.set(bn_out, 0.1, ScaleOrigin.QDQ, "q")
@@ -38,18 +46,16 @@ def test_conv_bn_folds_and_keeps_the_bn_output_name_and_scale() -> None:
     assert ops(before) == ["Conv", "Relu"] and fold.folded == ["bn"]
     conv = before.graph.node(0)
     assert conv.outputs[0].name == "bn_out" and scales.get(conv.outputs[0]) == 0.1
-    assert np.allclose(run(before, {"x": X})[0], want, atol=1e-5)
+    assert np.allclose(run_model(before, {"x": X})[0], want, atol=1e-5)
 
 
 def test_bn_not_after_a_conv_is_left_exactly_alone() -> None:
     inits = _bn_params(3)
-    nodes = [
-        helper.make_node("Add", ["x", "x"], ["a"], name="add"),
-        helper.make_node("BatchNormalization", ["a", "gamma", "beta", "mean", "var"], ["bn_out"],
-                         name="bn"),
-        helper.make_node("Relu", ["bn_out"], ["y"], name="relu"),
-    ]
-    m = model(nodes, inits, {"x": [1, 3, 6, 6]}, ["y"])
+    g = _graph(inits)
+    a = g.node("Add", ["x", "x"], name="add", out="a")
+    bn = g.node("BatchNormalization", [a, "gamma", "beta", "mean", "var"], name="bn", out="bn_out")
+    g.node("Relu", [bn], name="relu", out="y")
+    m = g.ir()
     FoldBatchNormIntoConv()(m)
     assert ops(m) == ["Add", "BatchNormalization", "Relu"]
     assert [m.graph.node(1).inputs[0].name, m.graph.node(1).outputs[0].name] == ["a", "bn_out"]
@@ -57,11 +63,10 @@ def test_bn_not_after_a_conv_is_left_exactly_alone() -> None:
 
 def test_conv_output_with_a_second_reader_does_not_fold() -> None:
     inits = {"w": RNG.normal(size=(3, 3, 1, 1)).astype(np.float32), **_bn_params(3)}
-    nodes = [
-        helper.make_node("Conv", ["x", "w"], ["c"], name="conv"),
-        helper.make_node("BatchNormalization", ["c", "gamma", "beta", "mean", "var"], ["b"]),
-        helper.make_node("Add", ["b", "c"], ["y"]),
-    ]
-    m = model(nodes, inits, {"x": [1, 3, 6, 6]}, ["y"])
+    g = _graph(inits)
+    c = g.node("Conv", ["x", "w"], name="conv", out="c")
+    b = g.node("BatchNormalization", [c, "gamma", "beta", "mean", "var"], name="", out="b")
+    g.node("Add", [b, c], name="", out="y")
+    m = g.ir()
     FoldBatchNormIntoConv()(m)
     assert ops(m) == ["Conv", "BatchNormalization", "Add"]

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 import onnx_ir as ir
-from onnx import helper
 
 from qdqkit.core.qdq import QdqView
 from qdqkit.core.qdq_math import implicit_weight_scales
+from qdqkit.examples.graph import GraphBuilder, run_model
 from qdqkit.passes.insert_qdq import ActivationQdq, InsertQdq, WeightQdq
-from tests.passes.pass_graphs import model, ops, run
+from tests.models import ops
 
 RNG = np.random.default_rng(3)
 W = RNG.normal(0, 0.3, size=(4, 3, 3, 3)).astype(np.float32)
@@ -18,15 +18,15 @@ FC = RNG.normal(0, 0.3, size=(5, 4)).astype(np.float32)  # Gemm B with transB: c
 
 
 def _net() -> ir.Model:
-    return model(
-        [helper.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[1, 1, 1, 1]),
-         helper.make_node("Relu", ["c"], ["r"], name="relu"),
-         helper.make_node("GlobalAveragePool", ["r"], ["p"], name="gap"),
-         helper.make_node("Flatten", ["p"], ["f"], name="flatten"),
-         helper.make_node("Gemm", ["f", "fc"], ["y"], name="fc", transB=1),
-         helper.make_node("Identity", ["r"], ["side"], name="side")],
-        {"w": W, "fc": FC}, {"x": [1, 3, 6, 6]}, ["y", "side"],
-    )
+    g = GraphBuilder()
+    c = g.node("Conv", [g.input("x", [1, 3, 6, 6]), g.const(W, "w")], name="conv", out="c",
+               pads=[1, 1, 1, 1])
+    r = g.node("Relu", [c], name="relu", out="r")
+    p = g.node("GlobalAveragePool", [r], name="gap", out="p")
+    f = g.node("Flatten", [p], name="flatten", out="f")
+    g.output(g.node("Gemm", [f, g.const(FC, "fc")], name="fc", out="y", transB=1))
+    g.output(g.node("Identity", [r], name="side", out="side"))
+    return g.ir()
 
 
 def _value(m: ir.Model, name: str) -> ir.Value:
@@ -60,10 +60,10 @@ def test_before_and_after_compute_the_fake_quantized_network() -> None:
     before = _net()
     before.graph.initializers["w"].const_value = ir.Tensor(_weights_as_trt(W, 0), name="w")
     before.graph.initializers["fc"].const_value = ir.Tensor(_weights_as_trt(FC, 0), name="fc")
-    c = run(before, {"x": _fake_quant(x, 1 / 127)})
+    c = run_model(before, {"x": _fake_quant(x, 1 / 127)})
     expected_side = c[1]
     # Only the pool reads the quantized Relu output; the side branch keeps the float one.
-    got_y, got_side = run(after, {"x": x})
+    got_y, got_side = run_model(after, {"x": x})
     np.testing.assert_allclose(got_side, expected_side, rtol=1e-5, atol=1e-6)
     r = np.maximum(expected_side, 0)
     pooled = _fake_quant(r, 0.02).mean(axis=(2, 3))

@@ -11,25 +11,24 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import onnx
 import pytest
 
 from qdqkit.engine.report import report_engine
+from qdqkit.examples.graph import GraphBuilder
 from qdqkit.linting import lint
 from qdqkit.rules import all_rules
 from qdqkit.trt.engine import EngineGraph, EngineLayer, EngineTensor, LayerKind, Precision
-from tests.linting.graphs import G
 
 
 @dataclass
 class Model:
     """A graph to lint, with the lint options that matter for the rule."""
 
-    graph: G
+    graph: GraphBuilder
     options: dict[str, Any] = field(default_factory=dict)
 
     def codes(self) -> set[str]:
-        return set(lint(self.graph.model(), **self.options).codes())
+        return set(lint(self.graph.ir(), **self.options).codes())
 
 
 @dataclass
@@ -47,216 +46,217 @@ Subject = Model | Engine
 
 # ---------------------------------------------------------------- weighted ops
 def _weighted(*, activation: bool = True, weight: bool = True, per_channel: bool = True) -> Model:
-    g = G()
+    g = GraphBuilder()
     x = g.input("x", [1, 32, 8, 8])
-    y = g.conv(g.qdq(x) if activation else x, 32, 32, quantize_weight=weight,
+    y = g.conv(g.qdq(x) if activation else x, 32, 32, weight="q-dq" if weight else "float",
                per_channel=per_channel, name="conv")
-    g.output(g.conv(g.qdq(g.op("Relu", [y])), 32, 32, name="next"))
+    g.output(g.conv(g.qdq(g.node("Relu", [y])), 32, 32, name="next"))
     return Model(g)
 
 
 def _epilogue(cut: str) -> Model:
-    g = G()
+    g = GraphBuilder()
     y = g.conv(g.qdq(g.input("x", [1, 32, 8, 8])), 32, 32, name="conv")
-    y = g.qdq(y, 0.2, name="a_") if cut == "before_bn" else y
+    y = g.qdq(y, 0.2, name="a") if cut == "before_bn" else y
     y = g.bn(y, 32, name="bn")
-    y = g.qdq(y, 0.2, name="b_") if cut == "before_relu" else y
-    g.output(g.conv(g.qdq(g.op("Relu", [y], name="relu"), 0.3), 32, 32, name="next"))
+    y = g.qdq(y, 0.2, name="b") if cut == "before_relu" else y
+    g.output(g.conv(g.qdq(g.node("Relu", [y], name="relu"), 0.3), 32, 32, name="next"))
     return Model(g)
 
 
 def _silu(inside: bool) -> Model:
-    g = G()
+    g = GraphBuilder()
     y = g.bn(g.conv(g.qdq(g.input("x", [1, 32, 8, 8])), 32, 32, name="conv"), 32, name="bn")
-    y = g.qdq(y, 0.2, name="silu_") if inside else y
-    m = g.op("Mul", [y, g.op("Sigmoid", [y], name="sig")], name="mul")
+    y = g.qdq(y, 0.2, name="silu") if inside else y
+    m = g.node("Mul", [y, g.node("Sigmoid", [y], name="sig")], name="mul")
     g.output(g.conv(g.qdq(m, 0.2), 32, 32, name="next"))
     return Model(g)
 
 
 def _deconv(activation: bool) -> Model:
-    g = G()
+    g = GraphBuilder()
     w = g.weight((32, 32, 2, 2), axis=1)
-    y = g.op("ConvTranspose", [g.qdq(g.input("x", [1, 32, 8, 8])), w], name="up",
+    y = g.node("ConvTranspose", [g.qdq(g.input("x", [1, 32, 8, 8])), w], name="up",
              kernel_shape=[2, 2], strides=[2, 2])
-    g.output(g.op("Relu", [y], name="act") if activation else y)
+    g.output(g.node("Relu", [y], name="act") if activation else y)
     return Model(g)
 
 
 def _pad(qdq_after_pad: bool) -> Model:
-    g = G()
-    x = g.op("Relu", [g.qdq(g.input("x", [1, 32, 8, 8]))])
+    g = GraphBuilder()
+    x = g.node("Relu", [g.qdq(g.input("x", [1, 32, 8, 8]))])
     pads = g.const(np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64))
     if qdq_after_pad:
-        y = g.qdq(g.op("Pad", [x, pads], name="pad"), name="pad_")
+        y = g.qdq(g.node("Pad", [x, pads], name="pad"), name="pad")
     else:
-        y = g.op("Pad", [g.qdq(x, name="pad_"), pads], name="pad")
+        y = g.node("Pad", [g.qdq(x, name="pad"), pads], name="pad")
     g.output(g.conv(y, 32, 32, name="conv"))
     return Model(g)
 
 
 def _channels(count: int) -> Model:
-    g = G()
+    g = GraphBuilder()
     g.output(g.conv(g.qdq(g.input("x", [1, 32, 8, 8])), 32, count, name="conv"))
     return Model(g)
 
 
 # ---------------------------------------------------------------- residual Adds
 def _residual(*, skip: bool, conv_branch: bool, branch_scale: float = 0.3) -> Model:
-    g = G()
-    x = g.qdq(g.input("x", [1, 32, 16, 16]), 0.1, name="in_")
-    y = g.op("Relu", [g.conv(x, 32, 32, name="conv1")])
+    g = GraphBuilder()
+    x = g.qdq(g.input("x", [1, 32, 16, 16]), 0.1, name="in")
+    y = g.node("Relu", [g.conv(x, 32, 32, name="conv1")])
     y = g.bn(g.conv(g.qdq(y, 0.2), 32, 32, name="conv2"), 32)
     if conv_branch:
-        y = g.qdq(y, branch_scale, name="branch_")
-    identity = g.qdq("x", 0.1, name="skip_") if skip else "x"
-    out = g.op("Relu", [g.op("Add", [y, identity], name="add")], name="relu")
-    g.output(g.conv(g.qdq(out, 0.2, name="out_"), 32, 32, name="next"))
+        y = g.qdq(y, branch_scale, name="branch")
+    identity = g.qdq("x", 0.1, name="skip") if skip else "x"
+    out = g.node("Relu", [g.node("Add", [y, identity], name="add")], name="relu")
+    g.output(g.conv(g.qdq(out, 0.2, name="out"), 32, 32, name="next"))
     return Model(g)
 
 
 def _residual_reader(quantized: bool) -> Model:
-    g = G()
+    g = GraphBuilder()
     x = g.qdq(g.input("x", [1, 32, 8, 8]), 0.1)
     y = g.bn(g.conv(x, 32, 32, name="conv"), 32)
-    out = g.op("Relu", [g.op("Add", [y, g.qdq("x", 0.1, name="skip_")], name="add")])
-    g.output(g.conv(g.qdq(out, 0.2), 32, 32) if quantized else g.op("GlobalAveragePool", [out]))
+    out = g.node("Relu", [g.node("Add", [y, g.qdq("x", 0.1, name="skip")], name="add")])
+    g.output(g.conv(g.qdq(out, 0.2), 32, 32) if quantized else g.node("GlobalAveragePool", [out]))
     return Model(g)
 
 
 def _tanh(output_quantized: bool) -> Model:
-    g = G()
+    g = GraphBuilder()
     y = g.conv(g.qdq(g.input("x", [1, 32, 8, 8])), 32, 32, name="conv")
-    t = g.op("Tanh", [g.qdq(y, 0.2)], name="tanh")
+    t = g.node("Tanh", [g.qdq(y, 0.2)], name="tanh")
     g.output(g.conv(g.qdq(t, 0.3), 32, 32) if output_quantized else t)
     return Model(g)
 
 
 # ---------------------------------------------------------------- Concat and pooling
 def _concat(scales: tuple[float, float, float], *, mixed: bool = False) -> Model:
-    g = G()
+    g = GraphBuilder()
     x = g.qdq(g.input("x", [1, 32, 16, 16]), 0.1)
-    a = g.op("Relu", [g.conv(x, 32, 32, name="cv1")])
-    b = g.op("Relu", [g.conv(x, 32, 32, name="cv2")])
+    a = g.node("Relu", [g.conv(x, 32, 32, name="cv1")])
+    b = g.node("Relu", [g.conv(x, 32, 32, name="cv2")])
     second = b if mixed else g.qdq(b, scales[1])
-    cat = g.op("Concat", [g.qdq(a, scales[0]), second], name="cat", axis=1)
+    cat = g.node("Concat", [g.qdq(a, scales[0]), second], name="cat", axis=1)
     g.output(g.conv(g.qdq(cat, scales[2]), 64, 32, name="cv3"))
     return Model(g)
 
 
 def _maxpool(after: float) -> Model:
-    g = G()
-    y = g.op("Relu", [g.conv(g.qdq(g.input("x", [1, 32, 16, 16]), 0.1), 32, 32, name="cv1")])
-    p = g.op("MaxPool", [g.qdq(y, 0.2)], name="pool", kernel_shape=[2, 2])
+    g = GraphBuilder()
+    y = g.node("Relu", [g.conv(g.qdq(g.input("x", [1, 32, 16, 16]), 0.1), 32, 32, name="cv1")])
+    p = g.node("MaxPool", [g.qdq(y, 0.2)], name="pool", kernel_shape=[2, 2])
     g.output(g.conv(g.qdq(p, after), 32, 32, name="cv2"))
     return Model(g)
 
 
 def _avgpool(quantized: bool) -> Model:
-    g = G()
-    y = g.op("Relu", [g.conv(g.qdq(g.input("x", [1, 32, 8, 8])), 32, 32, name="conv")])
+    g = GraphBuilder()
+    y = g.node("Relu", [g.conv(g.qdq(g.input("x", [1, 32, 8, 8])), 32, 32, name="conv")])
     y = g.qdq(y, 0.2) if quantized else y
-    p = g.op("AveragePool", [y], name="pool", kernel_shape=[2, 2])
+    p = g.node("AveragePool", [y], name="pool", kernel_shape=[2, 2])
     g.output(g.conv(g.qdq(p, 0.2), 32, 32, name="next"))
     return Model(g)
 
 
 # ---------------------------------------------------------------- the Q/DQ nodes themselves
 def _activation_scales(per_channel: bool) -> Model:
-    g = G()
+    g = GraphBuilder()
     x = g.input("x", [1, 4, 8, 8])
     count = 4 if per_channel else 1
     s = g.const(np.full(count, 0.1, np.float32) if per_channel else np.array(0.1, np.float32))
     z = g.const(np.zeros(count, np.int8) if per_channel else np.array(0, np.int8))
     axis = {"axis": 1} if per_channel else {}
-    y = g.op("QuantizeLinear", [g.op("Relu", [x]), s, z], name="pcq", **axis)
-    g.output(g.op("DequantizeLinear", [y, s, z], **axis))
+    y = g.node("QuantizeLinear", [g.node("Relu", [x]), s, z], name="pcq", **axis)
+    g.output(g.node("DequantizeLinear", [y, s, z], **axis))
     return Model(g)
 
 
 def _zero_point(zp: int) -> Model:
-    g = G()
-    g.output(g.dq(g.q(g.op("Relu", [g.input("x", [1, 4])]), 0.1, zp=zp, name="zpq"), 0.1, zp=zp))
+    g = GraphBuilder()
+    q = g.quantize(g.node("Relu", [g.input("x", [1, 4])]), 0.1, zp, name="zpq")
+    g.output(g.dequantize(q, 0.1, zp))
     return Model(g)
 
 
 def _quantizers_on_one_tensor(count: int) -> Model:
-    g = G()
-    x = g.op("Relu", [g.input("x", [1, 32, 8, 8])], name="r")
+    g = GraphBuilder()
+    x = g.node("Relu", [g.input("x", [1, 32, 8, 8])], name="r")
     outs = [g.conv(g.qdq(x, 0.1 * (i + 1)), 32, 32) for i in range(count)]
-    g.output(g.op("Add", outs) if count == 2 else outs[0])
+    g.output(g.node("Add", outs) if count == 2 else outs[0])
     return Model(g)
 
 
 def _requantize(chain: bool) -> Model:
-    g = G()
-    y = g.qdq(g.op("Relu", [g.input("y", [1, 32, 8, 8])]), 0.1)
-    y = g.dq(g.q(y, 0.3, name="requant"), 0.3) if chain else y
+    g = GraphBuilder()
+    y = g.qdq(g.node("Relu", [g.input("y", [1, 32, 8, 8])]), 0.1)
+    y = g.dequantize(g.quantize(y, 0.3, name="requant"), 0.3) if chain else y
     g.output(g.conv(y, 32, 32))
     return Model(g)
 
 
 def _input_q(on_input: bool) -> Model:
-    g = G()
+    g = GraphBuilder()
     x = g.input("x", [1, 32, 8, 8])
-    x = g.qdq(x, name="in_") if on_input else g.conv(x, 32, 32, quantize_weight=False)
-    g.output(g.conv(x if on_input else g.qdq(g.op("Relu", [x])), 32, 32))
+    x = g.qdq(x, name="in") if on_input else g.conv(x, 32, 32, weight="float")
+    g.output(g.conv(x if on_input else g.qdq(g.node("Relu", [x])), 32, 32))
     return Model(g)
 
 
 def _standalone_q(fused: bool) -> Model:
-    g = G()
+    g = GraphBuilder()
     x = g.qdq(g.input("x", [1, 32, 8, 8]))
     y = g.conv(x, 32, 32, name="conv")
-    y = g.op("Relu", [y], name="relu") if fused else g.op("Tanh", [g.op("Erf", [y])])
-    g.output(g.conv(g.qdq(y, 0.2, name="mid_"), 32, 32, name="next"))
+    y = g.node("Relu", [y], name="relu") if fused else g.node("Tanh", [g.node("Erf", [y])])
+    g.output(g.conv(g.qdq(y, 0.2, name="mid"), 32, 32, name="next"))
     return Model(g)
 
 
 def _scale(runtime: bool) -> Model:
-    g = G()
+    g = GraphBuilder()
     x = g.input("x", [1, 4])
-    scale = g.op("ReduceMax", [g.op("Abs", [x])], keepdims=0) if runtime else g.const(
+    scale = g.node("ReduceMax", [g.node("Abs", [x])], keepdims=0) if runtime else g.const(
         np.array(0.1, np.float32))
-    g.output(g.op("DequantizeLinear", [g.op("QuantizeLinear", [x, scale], name="q"), scale]))
+    g.output(g.node("DequantizeLinear", [g.node("QuantizeLinear", [x, scale], name="q"), scale]))
     return Model(g)
 
 
 # ---------------------------------------------------------------- model level and targets
 def _float_model(quantized: bool) -> Model:
-    g = G()
+    g = GraphBuilder()
     x = g.input("x", [1, 32, 8, 8])
-    g.output(g.conv(g.qdq(x) if quantized else x, 32, 32, quantize_weight=quantized))
+    g.output(g.conv(g.qdq(x) if quantized else x, 32, 32, weight="q-dq" if quantized else "float"))
     return Model(g)
 
 
 def _plugin(custom: bool) -> Model:
-    g = G()
-    g.opsets.append(onnx.helper.make_opsetid("trt.plugins", 1))
+    g = GraphBuilder()
+    g.use_domain("trt.plugins", 1)
     y = g.conv(g.qdq(g.input("x", [1, 32, 8, 8])), 32, 32)
     domain = "trt.plugins" if custom else ""
-    g.output(g.op("EfficientNMS_TRT" if custom else "Relu", [y], name="nms", domain=domain))
+    g.output(g.node("EfficientNMS_TRT" if custom else "Relu", [y], name="nms", domain=domain))
     return Model(g)
 
 
 def _float_tail(**options: Any) -> Model:
-    g = G()
-    y = g.op("Relu", [g.conv(g.qdq(g.input("x", [1, 32, 8, 8])), 32, 32)])
-    g.output(g.op("Softmax", [g.op("Erf", [y])], axis=1))
+    g = GraphBuilder()
+    y = g.node("Relu", [g.conv(g.qdq(g.input("x", [1, 32, 8, 8])), 32, 32)])
+    g.output(g.node("Softmax", [g.node("Erf", [y])], axis=1))
     return Model(g, options)
 
 
 def _dla_friendly() -> Model:
-    g = G()
-    y = g.op("Relu", [g.conv(g.qdq(g.input("x", [1, 32, 8, 8])), 32, 32)])
+    g = GraphBuilder()
+    y = g.node("Relu", [g.conv(g.qdq(g.input("x", [1, 32, 8, 8])), 32, 32)])
     g.output(y)
     return Model(g, {"target": "dla"})
 
 
 def _integer_op(integer: bool) -> Model:
-    g = G()
+    g = GraphBuilder()
     a, b = g.input("a", [2, 2]), g.input("b", [2, 2])
-    g.output(g.op("MatMulInteger" if integer else "MatMul", [a, b], name="mm"))
+    g.output(g.node("MatMulInteger" if integer else "MatMul", [a, b], name="mm"))
     return Model(g)
 
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from qdqkit.cli import main
-from qdqkit.report.json_output import to_jsonable
 from qdqkit.core.errors import QdqkitError
+from qdqkit.report.json_output import to_jsonable
 from qdqkit.rules import Finding, Severity, all_rules, rule, rules_for, units
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -18,7 +18,9 @@ from qdqkit.examples.builder import demo_network
 from qdqkit.translation import TranslateOptions, translate
 from qdqkit.trt.calib_cache import read_calib_cache, scale_to_hex
 from qdqkit.verification import verify
-from tests.translation.qdq_graphs import FIXTURES, qdq_count
+from tests.models import qdq_count
+
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "translate"
 
 
 def _built(style: str, tmp_path: Path) -> Path:

@@ -10,9 +10,10 @@ import onnx
 import pytest
 
 from qdqkit.core.errors import QdqkitError
+from qdqkit.examples.graph import GraphBuilder, run_model
 from qdqkit.translation import translate
-from tests.translation.qdq_graphs import FIXTURES, G, run
 
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "translate"
 NODE_TESTS = Path(__file__).parents[1] / "fixtures" / "onnx-node-tests"
 
 
@@ -34,11 +35,11 @@ def test_non_zero_zero_points_from_onnxruntime_defaults(tmp_path: Path) -> None:
 
 
 def test_per_channel_activation_scales(tmp_path: Path) -> None:
-    g = G()
-    x = g.inp("x", [1, 2, 4, 4])
+    g = GraphBuilder()
+    x = g.input("x", [1, 2, 4, 4])
     g.node("Relu", [g.qdq(x, np.array([0.1, 0.2], np.float32), zero_point=np.zeros(2, np.int8),
                           axis=1, name="act")], out="y")
-    g.out("y")
+    g.output("y")
     _refused(g.save(tmp_path / "m.onnx"), tmp_path, "per channel", "'act_Q'")
 
 
@@ -48,13 +49,13 @@ def test_per_channel_activation_scales(tmp_path: Path) -> None:
      (onnx.TensorProto.INT16, "int16"), (onnx.TensorProto.UINT16, "uint16")],
 )
 def test_types_implicit_int8_cannot_carry(zp_type: int, kind: str, tmp_path: Path) -> None:
-    g = G(opset=21)
-    x = g.inp("x", [1, 4])
+    g = GraphBuilder(opset=21)
+    x = g.input("x", [1, 4])
     s = g.scale(0.1)
-    g.inits.append(onnx.helper.make_tensor("zp", zp_type, [], [0]))
+    g.initializers.append(onnx.helper.make_tensor("zp", zp_type, [], [0]))
     q = g.node("QuantizeLinear", [x, s, "zp"], name="wide_q")
     g.node("Relu", [g.node("DequantizeLinear", [q, s, "zp"], name="wide_dq")], out="y")
-    g.out("y")
+    g.output("y")
     _refused(g.save(tmp_path / "m.onnx"), tmp_path, kind, "cannot carry", "'wide_q'")
 
 
@@ -128,7 +129,7 @@ def test_polygraphy_constant_qdq_conv_translates(tmp_path: Path) -> None:
     result = translate(Path(__file__).parents[1] / "fixtures/models/polygraphy_qdq_conv.onnx",
                        tmp_path)
     model = onnx.load(result.outputs.noqdq_model)
-    assert run(model, {})[0].shape == (1, 3, 1, 128)
+    assert run_model(model, {})[0].shape == (1, 3, 1, 128)
     assert [n.op_type for n in model.graph.node] == ["Conv"] and result.activation_scales == 0
 
 
@@ -138,19 +139,18 @@ def test_polygraphy_weightless_model_is_refused(tmp_path: Path) -> None:
 
 
 def test_qdq_inside_an_if_body_is_refused(tmp_path: Path) -> None:
-    body = G()
+    body = GraphBuilder("branch")
     s = body.scale(0.1)
     q = body.node("QuantizeLinear", ["x", s], name="inner_q")
     body.node("DequantizeLinear", [q, s], name="inner_dq", out="branch_out")
-    body.out("branch_out")
-    branch = onnx.helper.make_graph(body.nodes, "branch", [], body.outputs, body.inits)
-    g = G()
-    g.inp("x", [1, 4])
-    cond = g.init("cond", np.array(True))
+    body.output("branch_out")
+    branch = body.graph()
+    g = GraphBuilder()
+    g.input("x", [1, 4])
+    cond = g.const(np.array(True), "cond")
     outer_q = g.qdq("x", 0.1)
-    g.nodes.append(onnx.helper.make_node("If", [cond], ["y"], name="if", then_branch=branch,
-                                         else_branch=branch))
+    g.node("If", [cond], name="if", out="y", then_branch=branch, else_branch=branch)
     g.node("Relu", [outer_q], out="z")
-    g.out("y")
-    g.out("z")
+    g.output("y")
+    g.output("z")
     _refused(g.save(tmp_path / "m.onnx"), tmp_path, "If 'if'", "'inner_q'")

@@ -11,14 +11,15 @@ import onnx
 import pytest
 from onnx import TensorProto
 
+from qdqkit.examples.graph import GraphBuilder, run_model
 from qdqkit.translation import translate
 from qdqkit.verification import verify
-from tests.translation.qdq_graphs import G, conv_block, qdq_count, run
+from tests.models import qdq_count
 
 X = np.random.default_rng(1).uniform(-1, 1, size=(1, 4, 8, 8)).astype(np.float32)
 
 
-def _translate(g: G, tmp_path: Path, **kwargs: object) -> tuple[dict, onnx.ModelProto, Path]:
+def _translate(g: GraphBuilder, tmp_path: Path, **kwargs: object) -> tuple[dict, onnx.ModelProto, Path]:
     source = g.save(tmp_path / "m.onnx")
     result = translate(source, tmp_path / "out")
     config = json.loads(result.outputs.precision_config.read_text())
@@ -29,11 +30,12 @@ def _translate(g: G, tmp_path: Path, **kwargs: object) -> tuple[dict, onnx.Model
 
 @pytest.mark.parametrize("spelling", ["initializer", "constant", "identity", "cast"])
 def test_scales_behind_constant_identity_cast(spelling: str, tmp_path: Path) -> None:
-    g = G()
-    x = g.inp("x", [1, 4, 8, 8])
-    y = conv_block(g, x, 4, 4, seed=0, act_scale=1 / 127, spelling=spelling)
+    g = GraphBuilder()
+    x = g.input("x", [1, 4, 8, 8])
+    xq = g.qdq(x, 1 / 127, spelling=spelling)
+    y = g.node("Conv", [xq, g.weight((4, 4, 3, 3), std=0.3)], pads=[1, 1, 1, 1])
     g.node("Relu", [y], out="y")
-    g.out("y")
+    g.output("y")
     config, _, source = _translate(g, tmp_path)
     expected = float(np.float16(1 / 127)) if spelling == "cast" else float(np.float32(1 / 127))
     assert config["int8_tensor_scales"] == {"x": expected}
@@ -41,14 +43,14 @@ def test_scales_behind_constant_identity_cast(spelling: str, tmp_path: Path) -> 
 
 
 def test_q_without_zero_point_and_one_q_feeding_two_dqs(tmp_path: Path) -> None:
-    g = G()
-    x = g.inp("x", [1, 4, 8, 8])
+    g = GraphBuilder()
+    x = g.input("x", [1, 4, 8, 8])
     s = g.scale(0.01)
     q = g.node("QuantizeLinear", [x, s], name="q")
     a = g.node("DequantizeLinear", [q, s], name="dq_a")
     b = g.node("DequantizeLinear", [q, s], name="dq_b")
     g.node("Add", [g.node("Relu", [a]), g.node("Sigmoid", [b])], out="y")
-    g.out("y")
+    g.output("y")
     config, model, _ = _translate(g, tmp_path)
     relu_out = model.graph.node[0].output[0]
     # Relu copies its input scale forward; Sigmoid never does
@@ -60,47 +62,47 @@ def test_q_without_zero_point_and_one_q_feeding_two_dqs(tmp_path: Path) -> None:
 
 
 def test_dq_directly_on_an_int8_graph_input(tmp_path: Path) -> None:
-    g = G()
-    x = g.inp("x_int8", [1, 4], TensorProto.INT8)
+    g = GraphBuilder()
+    x = g.input("x_int8", [1, 4], TensorProto.INT8)
     s = g.scale(0.05)
-    dq = g.node("DequantizeLinear", [x, s, g.init("zp", np.array(0, np.int8))], name="dq")
+    dq = g.node("DequantizeLinear", [x, s, g.const(np.array(0, np.int8), "zp")], name="dq")
     g.node("Relu", [dq], out="y")
-    g.out("y")
+    g.output("y")
     config, model, _ = _translate(g, tmp_path)
     assert config["int8_tensor_scales"] == {"x_int8": float(np.float32(0.05))}
     assert model.graph.input[0].type.tensor_type.elem_type == TensorProto.FLOAT
 
 
 def test_dq_output_that_is_a_graph_output_keeps_its_name(tmp_path: Path) -> None:
-    g = G()
-    x = g.inp("x", [1, 4, 8, 8])
+    g = GraphBuilder()
+    x = g.input("x", [1, 4, 8, 8])
     r = g.node("Relu", [x], name="relu")
-    g.nodes.append(onnx.helper.make_node("Identity", [g.qdq(r, 0.02)], ["aux_out"], name="id"))
+    g.node("Identity", [g.qdq(r, 0.02)], name="id", out="aux_out")
     dq = g.qdq(r, 0.02, name="second")
     g.nodes[-1].output[0] = "logits"
-    g.out("aux_out")
-    g.out("logits")
+    g.output("aux_out")
+    g.output("logits")
     del dq
     config, model, source = _translate(g, tmp_path)
     assert [o.name for o in model.graph.output] == ["aux_out", "logits"]
     assert "logits" in config["int8_tensor_scales"]
-    want = run(onnx.load(source), {"x": X})
-    got = run(model, {"x": X})
+    want = run_model(onnx.load(source), {"x": X})
+    got = run_model(model, {"x": X})
     assert np.allclose(want[0], got[0], atol=0.03)
 
 
 def test_onnxruntime_int32_bias_and_int8_weight_dq_fold_to_float(tmp_path: Path) -> None:
-    g = G()
-    x = g.inp("x", [1, 4])
+    g = GraphBuilder()
+    x = g.input("x", [1, 4])
     xq = g.qdq(x, 0.01)
     w = np.arange(-6, 6, dtype=np.int8).reshape(3, 4)
-    ws = g.init("ws", np.full(3, 0.1, np.float32))
-    wd = g.node("DequantizeLinear", [g.init("w_q", w), ws, g.init("wz", np.zeros(3, np.int8))],
+    ws = g.const(np.full(3, 0.1, np.float32), "ws")
+    wd = g.node("DequantizeLinear", [g.const(w, "w_q"), ws, g.const(np.zeros(3, np.int8), "wz")],
                 name="w_dq", axis=0)
-    b = g.node("DequantizeLinear", [g.init("b_q", np.array([100, -200, 5], np.int32)),
-                                    g.init("bs", np.array(0.001, np.float32))], name="b_dq")
+    b = g.node("DequantizeLinear", [g.const(np.array([100, -200, 5], np.int32), "b_q"),
+                                    g.const(np.array(0.001, np.float32), "bs")], name="b_dq")
     g.node("Gemm", [xq, wd, b], out="y", transB=1)
-    g.out("y")
+    g.output("y")
     _, model, _ = _translate(g, tmp_path)
     inits = {i.name: onnx.numpy_helper.to_array(i) for i in model.graph.initializer}
     gemm = model.graph.node[0]
@@ -110,16 +112,16 @@ def test_onnxruntime_int32_bias_and_int8_weight_dq_fold_to_float(tmp_path: Path)
 
 
 def test_tf_depthwise_reshape_transpose_on_weights_folds(tmp_path: Path) -> None:
-    g = G()
-    x = g.inp("x", [1, 4, 8, 8])
+    g = GraphBuilder()
+    x = g.input("x", [1, 4, 8, 8])
     xq = g.qdq(x, 0.01)
     w_tf = np.random.default_rng(0).normal(size=(3, 3, 4, 1)).astype(np.float32)  # kh kw C M
-    wq = g.qdq(g.init("w_tf", w_tf), 0.02)
-    shape = g.init("shape", np.array([3, 3, 1, 4], np.int64))
+    wq = g.qdq(g.const(w_tf, "w_tf"), 0.02)
+    shape = g.const(np.array([3, 3, 1, 4], np.int64), "shape")
     r = g.node("Reshape", [wq, shape], name="w_reshape")
     t = g.node("Transpose", [r], name="w_transpose", perm=[3, 2, 0, 1])
     g.node("Conv", [xq, t], out="y", group=4, pads=[1, 1, 1, 1])
-    g.out("y")
+    g.output("y")
     _, model, _source = _translate(g, tmp_path)
     assert [n.op_type for n in model.graph.node] == ["Conv"]
     conv_w = next(i for i in model.graph.initializer if i.name == model.graph.node[0].input[1])
@@ -128,10 +130,10 @@ def test_tf_depthwise_reshape_transpose_on_weights_folds(tmp_path: Path) -> None
 
 
 def test_two_qs_with_different_scales_on_one_tensor_keep_the_first_and_warn(tmp_path: Path) -> None:
-    g = G()
-    x = g.inp("x", [1, 4])
+    g = GraphBuilder()
+    x = g.input("x", [1, 4])
     g.node("Add", [g.qdq(x, 0.01, name="first"), g.qdq(x, 0.02, name="second")], out="y")
-    g.out("y")
+    g.output("y")
     result = translate(g.save(tmp_path / "m.onnx"), tmp_path / "out")
     config = json.loads(result.outputs.precision_config.read_text())
     assert config["int8_tensor_scales"] == {"x": float(np.float32(0.01))}
@@ -139,28 +141,28 @@ def test_two_qs_with_different_scales_on_one_tensor_keep_the_first_and_warn(tmp_
 
 
 def test_tensors_read_both_quantized_and_directly_are_reported(tmp_path: Path) -> None:
-    g = G()
-    x = g.inp("x", [1, 4, 8, 8])
-    y = conv_block(g, x, 4, 4, seed=0, act_scale=1 / 127)
+    g = GraphBuilder()
+    x = g.input("x", [1, 4, 8, 8])
+    y = g.node("Conv", [g.qdq(x, 1 / 127), g.weight((4, 4, 3, 3), std=0.3)], pads=[1, 1, 1, 1])
     g.node("Add", [y, x], name="skip_add", out="y")
     g.node("Shape", [x], name="shape", out="s")
-    g.out("y")
-    g.out("s", TensorProto.INT64)
+    g.output("y")
+    g.output("s", dtype=TensorProto.INT64)
     result = translate(g.save(tmp_path / "m.onnx"), tmp_path / "out")
     assert [(m.tensor, m.readers) for m in result.mixed_readers] == [("x", ["skip_add"])]
 
 
 def test_explicit_uint8_activation_keeps_its_range(tmp_path: Path) -> None:
     """uint8 with zero point 0 spans [0, 255 s]: the int8 cache scale keeps that amax."""
-    g = G()
-    x = g.inp("x", [1, 4, 8, 8])
+    g = GraphBuilder()
+    x = g.input("x", [1, 4, 8, 8])
     r = g.node("Relu", [x], name="relu")
     s = g.scale(0.004)  # amax 1.02: relu(U[-1, 1]) reaches past 127 * s = 0.51
-    zp = g.init("zp_u8", np.array(0, np.uint8))
+    zp = g.const(np.array(0, np.uint8), "zp_u8")
     q = g.node("QuantizeLinear", [r, s, zp], name="q")
     dq = g.node("DequantizeLinear", [q, s, zp], name="dq")
     g.node("Sigmoid", [dq], out="y")
-    g.out("y")
+    g.output("y")
     config, _, source = _translate(g, tmp_path)
     relu_out = next(iter(config["int8_tensor_scales"]))
     assert config["int8_tensor_scales"][relu_out] == float(np.float32(np.float32(0.004) * 255 / 127))

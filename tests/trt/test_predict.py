@@ -10,11 +10,12 @@ import onnx_ir as ir
 import pytest
 
 from qdqkit.core.errors import QdqkitError
+from qdqkit.examples.graph import GraphBuilder
 from qdqkit.examples.resnet import VARIANTS, resnet18_qdq
 from qdqkit.trt.engine import EngineGraph, LayerKind, Precision
 from qdqkit.trt.engine_json import read_engine_graph
 from qdqkit.trt.predict import predict_engine
-from tests.linting.graphs import G, every_node_is_accounted_for
+from tests.models import every_node_is_accounted_for
 
 TREX = Path(__file__).resolve().parents[1] / "fixtures" / "trex-resnet18-a100"
 
@@ -98,12 +99,12 @@ def test_fp16_model_runs_fp16_when_strongly_typed() -> None:
 
 
 def test_pad_folds_into_the_conv_and_relu_into_its_epilogue() -> None:
-    g = G()
+    g = GraphBuilder()
     x = g.qdq(g.input("x", [1, 32, 16, 16]))
-    p = g.op("Pad", [x, g.const(np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64))], name="pad")
-    y = g.op("Relu", [g.conv(p, 32, 32, k=3, name="conv")], name="relu")
+    p = g.node("Pad", [x, g.const(np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64))], name="pad")
+    y = g.node("Relu", [g.conv(p, 32, 32, k=3, name="conv")], name="relu")
     g.output(y)
-    engine = predict_engine(g.model())
+    engine = predict_engine(g.ir())
     conv = next(layer for layer in engine.layers if "conv" in layer.onnx_nodes)
     assert {"pad", "relu"} <= set(conv.onnx_nodes)
     assert len([layer for layer in engine.layers if not layer.is_reformat]) == 1
@@ -111,24 +112,24 @@ def test_pad_folds_into_the_conv_and_relu_into_its_epilogue() -> None:
 
 
 def test_concat_with_one_scale_is_elided_in_int8() -> None:
-    g = G()
-    x = g.qdq(g.input("x", [1, 32, 8, 8]), 0.1)
+    g = GraphBuilder()
+    x = g.dequantize(g.quantize(g.input("x", [1, 32, 8, 8]), 0.1, name="q1"), 0.1)
     a = g.qdq(g.conv(x, 32, 32, name="a"), 0.2)
     b = g.qdq(g.conv(x, 32, 32, name="b"), 0.2)
-    c = g.op("Concat", [a, b], name="cat", axis=1)
+    c = g.node("Concat", [a, b], name="cat", axis=1)
     g.output(g.conv(g.qdq(c, 0.2), 64, 32, name="c"))
-    engine = predict_engine(g.model())
+    engine = predict_engine(g.ir())
     assert "cat" in engine.metadata["elided_nodes"]
     assert [layer.name for layer in engine.reformats()] == ["q1"]  # only the network input
 
 
 def test_dla_places_supported_layers_and_reports_gpu_fallback() -> None:
-    g = G()
+    g = GraphBuilder()
     x = g.qdq(g.input("x", [1, 32, 8, 8]))
-    y = g.op("Relu", [g.conv(x, 32, 32, name="conv")], name="relu")
-    z = g.op("Erf", [y], name="erf")  # not a DLA pointwise op
-    g.output(g.op("Relu", [z], name="relu2"))
-    engine = predict_engine(g.model(), target="dla")
+    y = g.node("Relu", [g.conv(x, 32, 32, name="conv")], name="relu")
+    z = g.node("Erf", [y], name="erf")  # not a DLA pointwise op
+    g.output(g.node("Relu", [z], name="relu2"))
+    engine = predict_engine(g.ir(), target="dla")
     devices = {layer.name: layer.device for layer in engine.layers if not layer.is_reformat}
     assert devices[next(n for n in devices if "conv" in n)] == "DLA"
     assert devices[next(n for n in devices if "erf" in n)] == "GPU"
@@ -136,7 +137,7 @@ def test_dla_places_supported_layers_and_reports_gpu_fallback() -> None:
 
 
 def test_predict_engine_reads_a_path(tmp_path: Path) -> None:
-    g = G()
+    g = GraphBuilder()
     g.output(g.conv(g.qdq(g.input("x", [1, 32, 8, 8])), 32, 32))
     path = tmp_path / "m.onnx"
     onnx.save(g.proto(), path)
@@ -146,12 +147,12 @@ def test_predict_engine_reads_a_path(tmp_path: Path) -> None:
 
 
 def test_unknown_trt_version_and_target_are_one_line_errors() -> None:
-    g = G()
-    g.output(g.op("Relu", [g.input("x", [1, 4])]))
+    g = GraphBuilder()
+    g.output(g.node("Relu", [g.input("x", [1, 4])]))
     with pytest.raises(QdqkitError, match="TensorRT version '7'"):
-        predict_engine(g.model(), trt="7")
+        predict_engine(g.ir(), trt="7")
     with pytest.raises(QdqkitError, match="target 'tpu'"):
-        predict_engine(g.model(), target="tpu")
+        predict_engine(g.ir(), target="tpu")
 
 
 @pytest.mark.parametrize("variant", VARIANTS)

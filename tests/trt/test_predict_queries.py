@@ -11,19 +11,19 @@ import onnx_ir as ir
 import pytest
 
 import qdqkit.trt.predict.weighted as weighted_module
+from qdqkit.examples.graph import GraphBuilder
 from qdqkit.report.json_output import to_jsonable
 from qdqkit.trt.predict import Prediction, run_prediction
 from qdqkit.trt.predict.state import Int8Tensor
-from tests.linting.graphs import G
 
 
 def _prediction() -> tuple[Prediction, dict[str, ir.Node]]:
-    g = G()
-    x = g.qdq(g.input("x", [1, 32, 8, 8]), 0.1, name="in_")
-    y = g.op("Relu", [g.conv(x, 32, 32, name="conv")], name="relu")
-    t = g.op("Tanh", [g.qdq(y, 0.2, name="mid_")], name="tanh")
+    g = GraphBuilder()
+    x = g.qdq(g.input("x", [1, 32, 8, 8]), 0.1, name="in")
+    y = g.node("Relu", [g.conv(x, 32, 32, name="conv")], name="relu")
+    t = g.node("Tanh", [g.qdq(y, 0.2, name="mid")], name="tanh")
     g.output(t)
-    model = g.model()
+    model = g.ir()
     nodes = {node.name: node for node in model.graph}
     return run_prediction(model), nodes
 

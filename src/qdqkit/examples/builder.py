@@ -1,9 +1,9 @@
 """Build small, realistic Q/DQ models in code (for the demo, the tests and the benchmarks).
 
-``NetBuilder`` writes a float network with onnx.helper and marks where activations are quantized;
-``build_qdq`` then runs the float model once in onnxruntime on seeded inputs to measure each marked
-tensor's max |x| (as a max calibrator would) and inserts Q/DQ with the ``InsertQdq`` pass, in the
-chosen producer's style:
+``NetBuilder`` writes a float network on a ``GraphBuilder`` and marks where activations are
+quantized; ``build_qdq`` then runs the float model once in onnxruntime on seeded inputs to measure
+each marked tensor's max |x| (as a max calibrator would) and inserts Q/DQ with the ``InsertQdq``
+pass, in the chosen producer's style:
 
 * ``"trt"``: pytorch-quantization / TensorRT QAT style: float weight -> Q -> DQ per output channel,
   activation Q -> DQ per tensor, int8 with explicit zero zero points, scales as initializers.
@@ -13,7 +13,6 @@ chosen producer's style:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -22,46 +21,29 @@ import onnx_ir as ir
 from onnx import TensorProto, helper, numpy_helper
 
 from qdqkit.core.numerics import make_session
+from qdqkit.examples.graph import GraphBuilder
 from qdqkit.passes.insert_qdq import ActivationQdq, InsertQdq, WeightQdq
 
 
-@dataclass
 class NetBuilder:
-    name: str = "net"
-    opset: int = 13
-    seed: int = 0
-    nodes: list[onnx.NodeProto] = field(default_factory=list)
-    initializers: list[onnx.TensorProto] = field(default_factory=list)
-    inputs: list[onnx.ValueInfoProto] = field(default_factory=list)
-    outputs: list[onnx.ValueInfoProto] = field(default_factory=list)
-    quantized_tensors: list[str] = field(default_factory=list)  # activation tensors to Q/DQ
-    quantized_weights: list[str] = field(default_factory=list)  # weights to quantize per channel
-    _count: int = 0
+    """A float network on a ``GraphBuilder``, and the tensors and weights to quantize."""
 
-    def __post_init__(self) -> None:
-        self.rng = np.random.default_rng(self.seed)
-
-    def _name(self, prefix: str) -> str:
-        self._count += 1
-        return f"{prefix}_{self._count}"
+    def __init__(self, name: str = "net", opset: int = 13, seed: int = 0) -> None:
+        self.graph = GraphBuilder(name, opset=opset, seed=seed)
+        self.graph.producer_name = "qdqkit-builder"
+        self.seed = seed
+        self.quantized_tensors: list[str] = []  # activation tensors to Q/DQ
+        self.quantized_weights: list[str] = []  # weights to quantize per channel
 
     # ---------------------------------------------------------------- graph pieces
     def input(self, name: str, shape: list[int]) -> str:
-        self.inputs.append(helper.make_tensor_value_info(name, TensorProto.FLOAT, shape))
-        return name
+        return self.graph.input(name, shape)
 
     def output(self, name: str, shape: list[int | str] | None = None) -> None:
-        self.outputs.append(helper.make_tensor_value_info(name, TensorProto.FLOAT, shape))
-
-    def const(self, name: str, array: np.ndarray) -> str:
-        self.initializers.append(numpy_helper.from_array(np.asarray(array), name))
-        return name
+        self.graph.output(name, shape)
 
     def node(self, op: str, inputs: list[str], name: str | None = None, **attrs: Any) -> str:
-        name = name or self._name(op.lower())
-        out = f"{name}_out"
-        self.nodes.append(helper.make_node(op, inputs, [out], name=name, **attrs))
-        return out
+        return self.graph.node(op, inputs, name=name, **attrs)
 
     def quantize(self, tensor: str) -> str:
         """Mark ``tensor`` to be fake-quantized (Q -> DQ inserted by ``build_qdq``)."""
@@ -83,62 +65,34 @@ class NetBuilder:
         name: str | None = None,
         group: int = 1,
     ) -> str:
-        name = name or self._name("conv")
+        """A He-initialised float Conv (bias only without BatchNorm), optionally BN and Relu."""
+        name = name or self.graph.fresh("conv")
         fan_in = cin // group * k * k
-        w = self.rng.normal(0, np.sqrt(2.0 / fan_in), size=(cout, cin // group, k, k)).astype(
-            np.float32
-        )
-        wname = self.const(f"{name}.weight", w)
-        self.quantized_weights.append(wname)
+        self.quantized_weights.append(f"{name}.weight")
         if quantize_input:
             self.quantize(x)
-        inputs = [x, wname]
-        if not bn:
-            inputs.append(
-                self.const(f"{name}.bias", self.rng.normal(0, 0.1, cout).astype(np.float32))
-            )
-        y = self.node(
-            "Conv",
-            inputs,
-            name=name,
-            kernel_shape=[k, k],
-            strides=[stride, stride],
-            pads=[k // 2] * 4,
-            group=group,
-        )
+        y = self.graph.conv(x, cin, cout, k, stride=stride, group=group, name=name,
+                            weight="float", bias=not bn, std=float(np.sqrt(2.0 / fan_in)))
         if bn:
-            y = self.batchnorm(y, cout, name=f"{name}_bn")
+            y = self.graph.bn(y, cout, name=f"{name}_bn", random=True, epsilon=1e-5)
         if relu:
-            y = self.node("Relu", [y], name=f"{name}_relu")
+            y = self.graph.node("Relu", [y], name=f"{name}_relu")
         return y
 
-    def batchnorm(self, x: str, channels: int, name: str) -> str:
-        scale = self.const(f"{name}.gamma", self.rng.uniform(0.5, 1.5, channels).astype(np.float32))
-        bias = self.const(f"{name}.beta", self.rng.normal(0, 0.1, channels).astype(np.float32))
-        mean = self.const(f"{name}.mean", self.rng.normal(0, 0.1, channels).astype(np.float32))
-        var = self.const(f"{name}.var", self.rng.uniform(0.5, 1.5, channels).astype(np.float32))
-        return self.node("BatchNormalization", [x, scale, bias, mean, var], name=name, epsilon=1e-5)
-
     def gemm(
-        self, x: str, cin: int, cout: int, name: str | None = None, quantize_input: bool = True
+        self, x: str, cin: int, cout: int, name: str | None = None, quantize_input: bool = True,
+        out: str | None = None,
     ) -> str:
-        name = name or self._name("fc")
-        w = self.rng.normal(0, np.sqrt(1.0 / cin), size=(cout, cin)).astype(np.float32)
-        wname = self.const(f"{name}.weight", w)
-        self.quantized_weights.append(wname)
-        b = self.const(f"{name}.bias", np.zeros(cout, np.float32))
+        """A He-initialised float fully connected layer (Gemm, transB=1, zero bias)."""
+        name = name or self.graph.fresh("fc")
+        self.quantized_weights.append(f"{name}.weight")
         if quantize_input:
             self.quantize(x)
-        return self.node("Gemm", [x, wname, b], name=name, transB=1)
+        return self.graph.gemm(x, cin, cout, name=name, weight="float",
+                               std=float(np.sqrt(1.0 / cin)), out=out)
 
     def float_model(self) -> onnx.ModelProto:
-        graph = helper.make_graph(
-            self.nodes, self.name, self.inputs, self.outputs, self.initializers
-        )
-        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", self.opset)])
-        model.ir_version = 8 if self.opset < 19 else 9
-        model.producer_name = "qdqkit-builder"
-        return model
+        return self.graph.proto()
 
 
 def measure_amax(
@@ -185,7 +139,7 @@ def build_qdq(builder: NetBuilder, style: str = "trt", samples: int = 4) -> onnx
     del result.graph.value_info[:]
     if style == "modelopt":
         _to_fp16(result.graph)
-    opset = 19 if style == "modelopt" else builder.opset
+    opset = 19 if style == "modelopt" else builder.graph.opset
     del result.opset_import[:]
     result.opset_import.append(helper.make_opsetid("", opset))
     result.ir_version = 9 if opset >= 19 else 8
@@ -274,7 +228,6 @@ def demo_network(
         y = resnet_block(b, y, width, name=f"layer{i}")
     y = b.node("GlobalAveragePool", [y], name="gap")
     y = b.node("Flatten", [y], name="flatten")
-    y = b.gemm(y, width, 10, name="fc")
-    b.nodes[-1].output[0] = "logits"
+    y = b.gemm(y, width, 10, name="fc", out="logits")
     b.output("logits", [1, 10])
     return build_qdq(b, style=style)
