@@ -58,7 +58,8 @@ print(json.dumps({"seconds": done - imported, "import_seconds": imported - start
                   "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 """
 # Where the whole-process time goes, phase by phase, in a fresh process (cyclic GC paused as in
-# ``translate``; "free" is the collection of the dropped graph once it is re-enabled).
+# ``translate``; "free" is the young-generation collection that frees the dropped graph once the
+# collector is back on, as in the first collection after ``translate`` returns).
 PHASES = r"""
 import gc, json, sys, time
 from pathlib import Path
@@ -76,7 +77,7 @@ t = clock()
 write_outputs(OutputPaths.for_model(out, path.stem), model, result.scales, result.fp16_nodes,
               "8600", (path,))
 marks["write"] = clock() - t
-t = clock(); del model, result; gc.enable(); gc.collect(); marks["free"] = clock() - t
+t = clock(); del model, result; gc.enable(); gc.collect(0); marks["free"] = clock() - t
 print(json.dumps(marks))
 """
 # Built in a child too: on Linux a child's ru_maxrss starts from its parent's RSS at fork time,
