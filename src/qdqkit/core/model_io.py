@@ -135,6 +135,14 @@ def model_size_bytes(model: ir.Model) -> int:
     )
 
 
+def _write_whole(model: ir.Model, path: Path) -> None:
+    # The bytes ir.save writes for a model without external data, minus onnx.save's extra walk
+    # over every tensor of every node looking for external data to write (there is none here).
+    data = ir.serde.serialize_model(model).SerializeToString()
+    with open(path, "wb") as f:
+        f.write(data)
+
+
 def stage_model(outputs: OutputSet, model: ir.Model, target: Path) -> None:
     """Stage ``model`` to be written at ``target`` as part of an atomic output set.
 
@@ -150,7 +158,7 @@ def stage_model(outputs: OutputSet, model: ir.Model, target: Path) -> None:
 
             outputs.stage_writer(target, stream)
         else:
-            outputs.stage_writer(target, lambda tmp: ir.save(model, tmp))
+            outputs.stage_writer(target, lambda tmp: _write_whole(model, tmp))
         return
     data_name = target.name + ".data"
 

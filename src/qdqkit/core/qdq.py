@@ -132,12 +132,14 @@ def _attr_int(node: ir.Node, name: str, default: int) -> int:
 
 
 def read_params(
-    node: ir.Node, constant_of: Callable[[ir.Value | None], np.ndarray | None] = constant_array
+    node: ir.Node,
+    constant_of: Callable[[ir.Value | None], np.ndarray | None] = constant_array,
+    dtype_of: Callable[[ir.Value | None], ir.DataType | None] = constant_dtype,
 ) -> QuantParams | None:
     """The parameters of a Q or DQ node, or None if its scale is computed at run time.
 
-    ``constant_of`` reads a constant input; ``QdqView`` passes a memoized one because a Q and its
-    DQ(s) normally share the same scale and zero-point values.
+    ``constant_of`` reads a constant input and ``dtype_of`` its element type; ``QdqView`` passes
+    memoized ones because a Q and its DQ(s) normally share the same scale and zero-point values.
     """
     scale_value = node.inputs[1] if len(node.inputs) > 1 else None
     scale = constant_of(scale_value)
@@ -147,12 +149,12 @@ def read_params(
     zero_point = constant_of(zp_value) if zp_value is not None else None
     if zp_value is not None and zero_point is None:
         return None
-    quant_dtype = _quant_dtype(node, zp_value)
+    quant_dtype = _quant_dtype(node, zp_value, dtype_of)
     block_size = _attr_int(node, "block_size", 0) or None
     axis: int | None = None
     if scale.size > 1 or block_size:
         axis = _attr_int(node, "axis", 1)
-    scale_dtype = constant_dtype(scale_value) or ir.DataType.FLOAT
+    scale_dtype = dtype_of(scale_value) or ir.DataType.FLOAT
     return QuantParams(
         scale=np.asarray(scale),
         zero_point=None if zero_point is None else np.asarray(zero_point),
@@ -163,9 +165,13 @@ def read_params(
     )
 
 
-def _quant_dtype(node: ir.Node, zp_value: ir.Value | None) -> ir.DataType:
+def _quant_dtype(
+    node: ir.Node,
+    zp_value: ir.Value | None,
+    dtype_of: Callable[[ir.Value | None], ir.DataType | None],
+) -> ir.DataType:
     if zp_value is not None:
-        zp_type = constant_dtype(zp_value)
+        zp_type = dtype_of(zp_value)
         if zp_type is not None:
             return zp_type
     if is_quantize(node):
@@ -176,7 +182,7 @@ def _quant_dtype(node: ir.Node, zp_value: ir.Value | None) -> ir.DataType:
             return node.outputs[0].dtype
         return ir.DataType.UINT8  # the ONNX default when neither zero point nor type is given
     x = node.inputs[0]
-    x_type = constant_dtype(x) if x is not None else None
+    x_type = dtype_of(x) if x is not None else None
     if x_type is not None:
         return x_type
     return ir.DataType.UINT8
@@ -223,6 +229,7 @@ class QdqView:
         self.dequantize_nodes: list[ir.Node] = []
         self._params: dict[ir.Node, QuantParams | None] = {}
         self._constants: dict[ir.Value, np.ndarray | None] = {}
+        self._dtypes: dict[ir.Value, ir.DataType | None] = {}
         # Values computed only from constants (a weight behind Reshape/Transpose, a Q of a weight):
         # TensorRT folds them at build time, so a Q/DQ on them quantizes a weight.
         self.constant_values = constant_derived_values(graph)
@@ -233,14 +240,25 @@ class QdqView:
                 self.dequantize_nodes.append(node)
             else:
                 continue
-            self._params[node] = read_params(node, self._constant)
+            self._params[node] = read_params(node, self._constant, self._dtype)
 
     def _constant(self, value: ir.Value | None) -> np.ndarray | None:
         if value is None:
             return None
-        if value not in self._constants:
-            self._constants[value] = constant_array(value)
-        return self._constants[value]
+        try:
+            return self._constants[value]
+        except KeyError:
+            array = self._constants[value] = constant_array(value)
+            return array
+
+    def _dtype(self, value: ir.Value | None) -> ir.DataType | None:
+        if value is None:
+            return None
+        try:
+            return self._dtypes[value]
+        except KeyError:
+            dtype = self._dtypes[value] = constant_dtype(value)
+            return dtype
 
     # ------------------------------------------------------------------ basic facts
     @property
@@ -248,9 +266,11 @@ class QdqView:
         return len(self.quantize_nodes) + len(self.dequantize_nodes)
 
     def params(self, node: ir.Node) -> QuantParams | None:
-        if node not in self._params:
-            self._params[node] = read_params(node, self._constant)
-        return self._params[node]
+        try:
+            return self._params[node]
+        except KeyError:
+            params = self._params[node] = read_params(node, self._constant, self._dtype)
+            return params
 
     def unreadable(self) -> list[ir.Node]:
         """Q/DQ nodes whose scale or zero point is not a build-time constant."""
