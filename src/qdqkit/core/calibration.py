@@ -168,7 +168,7 @@ def expected_mse(observer: TensorObserver, amax: float) -> float:
 
 
 def mse_amax(observer: TensorObserver) -> float:
-    """The bin edge (or the max) with the least :func:`expected_mse`, searched coarse then fine."""
+    """The bin edge (or the max) with the least :func:`expected_mse`, searched coarse to fine."""
     counts = _histogram(observer)
     width = observer.bin_width
     nonzero = np.flatnonzero(counts)
@@ -182,11 +182,16 @@ def mse_amax(observer: TensorObserver) -> float:
         errors = _mse_for(weights, lows, width, amaxes)
         return float(amaxes[int(np.argmin(errors))])
 
-    stride = 16
-    coarse = np.unique(np.append(np.arange(stride, last_edge + 1, stride), last_edge))
-    centre = round(best(coarse) / width)
-    fine = np.arange(max(1, centre - stride), min(last_edge, centre + stride) + 1)
-    return best(fine)
+    # Coarse to fine (every 64th edge, then 8th, then each) keeps this to ~80 candidates.
+    stride = 64
+    candidates = np.unique(np.append(np.arange(stride, last_edge + 1, stride), last_edge))
+    amax = best(candidates)
+    for finer in (8, 1):
+        centre = round(amax / width)
+        candidates = np.arange(max(1, centre - stride), min(last_edge, centre + stride) + 1, finer)
+        amax = best(candidates)
+        stride = finer
+    return amax
 
 
 def entropy_amax(observer: TensorObserver) -> float:
