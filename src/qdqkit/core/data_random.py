@@ -1,0 +1,90 @@
+"""The explicit ``random`` calibration source: seeded values shaped and ranged from the model.
+
+1. Shapes: the model's fixed dimensions; a dynamic dimension takes its value from ``shapes`` when
+   given, else the batch axis (axis 0) is 1 and any other axis is ``RANDOM_DYNAMIC_DIM`` (32).
+2. Values: a float input quantized by a QuantizeLinear in the model spans that Q's range
+   (+-127*scale for symmetric int8); other float inputs are uniform in [-1, 1]; integer and bool
+   inputs are zero (safe as indices and masks).
+3. ``RANDOM_SAMPLES`` (8) samples unless a limit says otherwise, drawn one at a time from one
+   seeded generator, so the values do not depend on the batch size.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping, Sequence
+
+import numpy as np
+import onnx
+
+from qdqkit.core.errors import QdqkitError
+from qdqkit.core.model_inputs import ModelInput, input_quant_ranges
+
+RANDOM_SAMPLES = 8
+RANDOM_DYNAMIC_DIM = 32
+
+
+def _sample_shape(spec: ModelInput, shapes: Mapping[str, Sequence[int]]) -> tuple[int, ...]:
+    if spec.dims is None:
+        if spec.name not in shapes:
+            raise QdqkitError(
+                f"model input '{spec.name}' has no declared shape; give its shape for random data"
+            )
+        return (1, *(int(d) for d in shapes[spec.name][1:]))
+    given = shapes.get(spec.name)
+    if given is not None and len(given) != len(spec.dims):
+        raise QdqkitError(
+            f"the shape {list(given)} given for '{spec.name}' has rank {len(given)}; the model "
+            f"takes {spec.shape_text()}"
+        )
+    dims = []
+    for axis, want in enumerate(spec.dims):
+        if axis == 0:
+            dims.append(1)  # one sample; batching stacks samples on this axis
+            continue
+        if given is not None and want is not None and int(given[axis]) != want:
+            raise QdqkitError(
+                f"the shape {list(given)} given for '{spec.name}' differs from the model's "
+                f"{spec.shape_text()} on axis {axis}"
+            )
+        if want is not None:
+            dims.append(want)
+        else:
+            dims.append(int(given[axis]) if given is not None else RANDOM_DYNAMIC_DIM)
+    if not dims:
+        raise QdqkitError(f"model input '{spec.name}' is a scalar; random samples need axis 0")
+    return tuple(dims)
+
+
+def random_chunks(
+    model: onnx.ModelProto,
+    inputs: Sequence[ModelInput],
+    shapes: Mapping[str, Sequence[int]] | None,
+    seed: int,
+    limit: int | None,
+) -> tuple[int, Callable[[], Iterator[tuple[str, Mapping[str, np.ndarray]]]]]:
+    """(number of samples, a factory of one-sample chunks) for the random source."""
+    given = dict(shapes or {})
+    unknown = sorted(set(given) - {i.name for i in inputs})
+    if unknown:
+        raise QdqkitError(
+            f"shapes name {', '.join(unknown)}, which the model does not take; its inputs are "
+            f"{', '.join(i.name for i in inputs)}"
+        )
+    sample_shapes = {spec.name: _sample_shape(spec, given) for spec in inputs}
+    ranges = input_quant_ranges(model)
+    samples = limit if limit is not None else RANDOM_SAMPLES
+
+    def chunks() -> Iterator[tuple[str, Mapping[str, np.ndarray]]]:
+        rng = np.random.default_rng(seed)
+        for index in range(samples):
+            sample: dict[str, np.ndarray] = {}
+            for spec in inputs:
+                shape = sample_shapes[spec.name]
+                if spec.dtype.kind == "f":
+                    low, high = ranges.get(spec.name, (-1.0, 1.0))
+                    sample[spec.name] = rng.uniform(low, high, size=shape).astype(spec.dtype)
+                else:
+                    sample[spec.name] = np.zeros(shape, dtype=spec.dtype)
+            yield f"random sample {index}", sample
+
+    return samples, chunks
