@@ -1,107 +1,61 @@
-"""Small float models for the data and calibration tests, built in code."""
+"""Small float models for the data and calibration tests, built with the one graph builder."""
 
 from __future__ import annotations
 
 import numpy as np
 import onnx
-from onnx import TensorProto, helper, numpy_helper
+from onnx import TensorProto
+
+from qdqkit.examples.graph import GraphBuilder
 
 
 def conv_relu_model(
     channels: int = 4, size: int | None = 8, batch: int | None = None, seed: int = 0
 ) -> onnx.ModelProto:
     """x[N,3,H,W] -> Conv -> Relu -> Conv -> Add(skip) -> GlobalAveragePool -> y."""
+    g = GraphBuilder("calib", opset=17)
     rng = np.random.default_rng(seed)
-    w1 = rng.normal(scale=0.5, size=(channels, 3, 3, 3)).astype(np.float32)
-    w2 = rng.normal(scale=0.5, size=(channels, channels, 3, 3)).astype(np.float32)
-    nodes = [
-        helper.make_node("Conv", ["x", "w1"], ["c1"], name="conv1", pads=[1, 1, 1, 1]),
-        helper.make_node("Relu", ["c1"], ["r1"], name="relu1"),
-        helper.make_node("Conv", ["r1", "w2"], ["c2"], name="conv2", pads=[1, 1, 1, 1]),
-        helper.make_node("Add", ["c2", "r1"], ["s"], name="add"),
-        helper.make_node("GlobalAveragePool", ["s"], ["y"], name="gap"),
-    ]
-    dims: list[int | str | None] = [batch if batch else "N", 3, size or "H", size or "W"]
-    graph = helper.make_graph(
-        nodes,
-        "calib",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, dims)],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
-        [numpy_helper.from_array(w1, "w1"), numpy_helper.from_array(w2, "w2")],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    return model
+    w1 = g.const(rng.normal(scale=0.5, size=(channels, 3, 3, 3)).astype(np.float32), "w1")
+    w2 = g.const(rng.normal(scale=0.5, size=(channels, channels, 3, 3)).astype(np.float32), "w2")
+    x = g.input("x", [batch if batch else "N", 3, size or "H", size or "W"])
+    c1 = g.node("Conv", [x, w1], name="conv1", out="c1", pads=[1, 1, 1, 1])
+    r1 = g.node("Relu", [c1], name="relu1", out="r1")
+    c2 = g.node("Conv", [r1, w2], name="conv2", out="c2", pads=[1, 1, 1, 1])
+    s = g.node("Add", [c2, r1], name="add", out="s")
+    g.output(g.node("GlobalAveragePool", [s], name="gap", out="y"))
+    return g.proto()
 
 
 def two_input_model() -> onnx.ModelProto:
     """a[N,4] + b[N,4] -> y, with an int64 index input k[N] gathered from a constant."""
-    table = np.arange(12, dtype=np.float32).reshape(3, 4)
-    nodes = [
-        helper.make_node("Add", ["a", "b"], ["y"], name="add"),
-        helper.make_node("Gather", ["table", "k"], ["g"], name="gather", axis=0),
-    ]
-    graph = helper.make_graph(
-        nodes,
-        "two",
-        [
-            helper.make_tensor_value_info("a", TensorProto.FLOAT, ["N", 4]),
-            helper.make_tensor_value_info("b", TensorProto.FLOAT, ["N", 4]),
-            helper.make_tensor_value_info("k", TensorProto.INT64, ["N"]),
-        ],
-        [
-            helper.make_tensor_value_info("y", TensorProto.FLOAT, None),
-            helper.make_tensor_value_info("g", TensorProto.FLOAT, None),
-        ],
-        [numpy_helper.from_array(table, "table")],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    return model
+    g = GraphBuilder("two", opset=17)
+    table = g.const(np.arange(12, dtype=np.float32).reshape(3, 4), "table")
+    a, b = g.input("a", ["N", 4]), g.input("b", ["N", 4])
+    k = g.input("k", ["N"], TensorProto.INT64)
+    g.output(g.node("Add", [a, b], name="add", out="y"))
+    g.output(g.node("Gather", [table, k], name="gather", out="g", axis=0))
+    return g.proto()
 
 
 def quantized_input_model(scale: float = 0.05) -> onnx.ModelProto:
     """x -> QuantizeLinear(scale, int8 zero point) -> DequantizeLinear -> Relu -> y."""
-    nodes = [
-        helper.make_node("QuantizeLinear", ["x", "s", "zp"], ["xq"], name="q"),
-        helper.make_node("DequantizeLinear", ["xq", "s", "zp"], ["xd"], name="dq"),
-        helper.make_node("Relu", ["xd"], ["y"], name="relu"),
-    ]
-    graph = helper.make_graph(
-        nodes,
-        "q",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
-        [
-            numpy_helper.from_array(np.array(scale, np.float32), "s"),
-            numpy_helper.from_array(np.array(0, np.int8), "zp"),
-        ],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    return model
+    g = GraphBuilder("q", opset=17)
+    s = g.const(np.array(scale, np.float32), "s")
+    zp = g.const(np.array(0, np.int8), "zp")
+    x = g.input("x", [1, 64])
+    xq = g.node("QuantizeLinear", [x, s, zp], name="q", out="xq")
+    xd = g.node("DequantizeLinear", [xq, s, zp], name="dq", out="xd")
+    g.output(g.node("Relu", [xd], name="relu", out="y"))
+    return g.proto()
 
 
 def plugin_model() -> onnx.ModelProto:
     """x -> Relu -> r; r -> EfficientNMS_TRT (custom domain) -> n -> Relu -> m; r -> Neg -> z."""
-    nodes = [
-        helper.make_node("Relu", ["x"], ["r"], name="relu"),
-        helper.make_node("EfficientNMS_TRT", ["r"], ["n"], name="nms", domain="trt.plugins"),
-        helper.make_node("Relu", ["n"], ["m"], name="after_nms"),
-        helper.make_node("Neg", ["r"], ["z"], name="neg"),
-    ]
-    graph = helper.make_graph(
-        nodes,
-        "plugin",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 6])],
-        [
-            helper.make_tensor_value_info("m", TensorProto.FLOAT, None),
-            helper.make_tensor_value_info("z", TensorProto.FLOAT, None),
-        ],
-    )
-    model = helper.make_model(
-        graph,
-        opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("trt.plugins", 1)],
-    )
-    model.ir_version = 8
-    return model
+    g = GraphBuilder("plugin", opset=17)
+    g.use_domain("trt.plugins", 1)
+    x = g.input("x", ["N", 6])
+    r = g.node("Relu", [x], name="relu", out="r")
+    n = g.node("EfficientNMS_TRT", [r], name="nms", out="n", domain="trt.plugins")
+    g.output(g.node("Relu", [n], name="after_nms", out="m"))
+    g.output(g.node("Neg", [r], name="neg", out="z"))
+    return g.proto()
