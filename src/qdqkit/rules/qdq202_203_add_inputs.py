@@ -67,8 +67,8 @@ def check(ctx: LintContext) -> Iterator[Finding]:
 
     facts = ctx.prediction.facts
     owners = residual_owners(facts)
-    for node in ctx.graph:
-        if node.op_type != "Add" or node in facts.folded_nodes:
+    for node in ctx.nodes_of("Add"):
+        if node in facts.folded_nodes:
             continue
         data = facts.data_inputs(node)
         if len(data) != 2:
