@@ -66,6 +66,22 @@ def summarize(predicted: EngineGraph) -> EngineSummary:
     )
 
 
+def _predict_and_check(model: ir.Model | str | os.PathLike[str], name: str, trt: str,
+                       target: str) -> LintResult:
+    prediction = run_prediction(model, trt=trt, target=target)
+    ctx = LintContext(prediction)
+    by_code: dict[str, list[Finding]] = {}
+    for finding in run_rules(ctx):
+        by_code.setdefault(finding.code, []).append(finding)
+    groups = [RuleGroup.of(rule, by_code[rule.code]) for rule in RULES if rule.code in by_code]
+    predicted = prediction.engine
+    return LintResult(
+        model=name, trt=prediction.trt, target=prediction.target,
+        quantized=ctx.view.qdq_count > 0, groups=groups,
+        summary=summarize(predicted), engine=predicted,
+    )
+
+
 def lint(
     model: ir.Model | str | os.PathLike[str],
     *,
@@ -81,25 +97,16 @@ def lint(
     real_engine_path = engine
     name = "<in-memory model>" if isinstance(model, ir.Model) else os.fspath(model)
     with paused_cyclic_gc():
-        prediction = run_prediction(model, trt=trt, target=target)
-        ctx = LintContext(prediction)
-        findings = run_rules(ctx)
-    by_code: dict[str, list[Finding]] = {}
-    for finding in findings:
-        by_code.setdefault(finding.code, []).append(finding)
-    groups = [RuleGroup.of(rule, by_code[rule.code]) for rule in RULES if rule.code in by_code]
-    predicted = prediction.engine
-    result = LintResult(
-        model=name, trt=prediction.trt, target=prediction.target,
-        quantized=ctx.view.qdq_count > 0, groups=groups,
-        summary=summarize(predicted), engine=predicted,
-    )
+        # The graph IR is a million small objects linked both ways. It is garbage once the result
+        # is built, so it is dropped (on return) before the pause ends: the collector's first pass
+        # then frees it at once instead of rescanning it, alive, generation after generation.
+        result = _predict_and_check(model, name, trt, target)
     if real_engine_path is not None:
         from qdqkit.engine.diff import diff_engines
         from qdqkit.trt.engine_json import read_engine_graph
 
         real = read_engine_graph(Path(real_engine_path))
-        result.comparison = EngineComparison.of(diff_engines(predicted, real))
+        result.comparison = EngineComparison.of(diff_engines(result.engine, real))
     return result
 
 
