@@ -1,6 +1,6 @@
 """Will INT8 beat FP16? The model's predicted latency as it is and built FP16 without Q/DQ.
 
-The FP16 baseline is the same graph with every Q/DQ pair removed (``StripQdqPairs``), predicted
+The FP16 baseline is the same graph with every Q/DQ pair removed, predicted
 and built with FP16 as its float type; both engines are timed by ``trt.cost_model`` on one GPU.
 Input shapes come from the model, or from ``--shapes`` spelled as trtexec spells it
 (``input:32x3x224x224,mask:32x128``), which fixes symbolic dimensions such as the batch.
@@ -8,42 +8,14 @@ Input shapes come from the model, or from ``--shapes`` spelled as trtexec spells
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import onnx_ir as ir
 
 from qdqkit.core.errors import QdqkitError
-from qdqkit.passes.scales import ScaleTable
-from qdqkit.passes.strip_qdq import StripQdqPairs
-from qdqkit.trt.cost_model import LatencyEstimate, as_float_build, estimate_latency
+from qdqkit.core.qdq import is_dequantize, is_quantize
+from qdqkit.trt.cost_model import LatencyComparison, as_float_build, estimate_latency
 from qdqkit.trt.engine import EngineGraph, Precision
 from qdqkit.trt.gpus import Gpu
 from qdqkit.trt.predict import predict_engine
-
-
-@dataclass
-class LatencyComparison:
-    """Predicted latency of the engine as it is and of the same model built FP16."""
-
-    gpu: str
-    as_is: LatencyEstimate
-    fp16: LatencyEstimate
-    input_shapes: dict[str, list[int | str]]
-
-    @property
-    def speedup(self) -> float:
-        """FP16 time over as-is time: above 1 the Q/DQ model is faster."""
-        return self.fp16.total_ms / self.as_is.total_ms if self.as_is.total_ms > 0 else 1.0
-
-    def to_json(self) -> dict[str, object]:
-        return {
-            "gpu": self.gpu, "input_shapes": self.input_shapes,
-            "predicted_ms": round(self.as_is.total_ms, 6),
-            "fp16_ms": round(self.fp16.total_ms, 6), "speedup_over_fp16": round(self.speedup, 4),
-            "notes": self.as_is.notes,
-            "costliest": [{"layer": t.layer, "time_ms": round(t.time_ms, 6), "bound": t.bound}
-                          for t in self.as_is.costliest(5)],
-        }
 
 
 def parse_shapes(text: str) -> dict[str, list[int]]:
@@ -92,8 +64,27 @@ def input_shapes(model: ir.Model) -> dict[str, list[int | str]]:
 def float_build(model: ir.Model, trt: str, precision: Precision = Precision.FP16) -> EngineGraph:
     """The engine of ``model`` without Q/DQ, built with ``precision`` as its float type."""
     stripped = model.clone()
-    StripQdqPairs(ScaleTable())(stripped)
+    _remove_qdq_pairs(stripped.graph)
     return as_float_build(predict_engine(stripped, trt=trt), precision)
+
+
+def _remove_qdq_pairs(graph: ir.Graph) -> None:
+    """Every reader of ``Q -> DQ`` reads the Q's float input instead; the pairs are dropped.
+
+    Only the engine's shape and float layers matter here, not the scales, so this accepts every
+    Q/DQ spelling (per-channel activations included) that a translation would refuse.
+    """
+    for dq in [node for node in graph if is_dequantize(node)]:
+        q = dq.inputs[0].producer() if dq.inputs and dq.inputs[0] is not None else None
+        out = dq.outputs[0]
+        if q is None or not is_quantize(q) or q.inputs[0] is None or out.is_graph_output():
+            continue
+        ir.convenience.replace_all_uses_with(out, q.inputs[0])
+    for node in reversed(list(graph)):
+        if (is_dequantize(node) or is_quantize(node)) and not any(
+            o.uses() or o.is_graph_output() for o in node.outputs
+        ):
+            graph.remove(node, safe=True)
 
 
 def compare_latency(model: ir.Model, engine: EngineGraph, trt: str, gpu: Gpu) -> LatencyComparison:

@@ -45,6 +45,14 @@ _ARITHMETIC = (LayerKind.CONVOLUTION, LayerKind.DECONVOLUTION, LayerKind.MATRIX_
                LayerKind.FULLY_CONNECTED)
 
 
+RULES_TEXT = (
+    "layer time = overhead + max(2 x MACs / (peak x efficiency), bytes / (bandwidth x efficiency))",
+    "math: INT8 when an input is quantized, else the narrowest float; FP32 runs as TF32 on Ampere+",
+    "Reformats: overhead + bytes / (bandwidth x Reformat efficiency); NoOps cost nothing",
+    "end-to-end latency = the sum of the layers (one stream, one layer after another)",
+)
+
+
 @dataclass(frozen=True)
 class CostConstants:
     """The fitted constants: achieved fractions of peak and the per-layer overhead."""
@@ -114,6 +122,31 @@ class LatencyEstimate:
         return {"gpu": self.gpu, "total_ms": round(self.total_ms, 6), "notes": self.notes,
                 "layers": [{"layer": t.layer, "time_ms": round(t.time_ms, 6), "math": t.math,
                             "bound": t.bound} for t in self.layers]}
+
+
+@dataclass
+class LatencyComparison:
+    """Predicted latency of the engine as it is and of the same model built FP16."""
+
+    gpu: str
+    as_is: LatencyEstimate
+    fp16: LatencyEstimate
+    input_shapes: dict[str, list[int | str]]
+
+    @property
+    def speedup(self) -> float:
+        """FP16 time over as-is time: above 1 the Q/DQ model is faster."""
+        return self.fp16.total_ms / self.as_is.total_ms if self.as_is.total_ms > 0 else 1.0
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "gpu": self.gpu, "input_shapes": self.input_shapes,
+            "predicted_ms": round(self.as_is.total_ms, 6),
+            "fp16_ms": round(self.fp16.total_ms, 6), "speedup_over_fp16": round(self.speedup, 4),
+            "notes": self.as_is.notes,
+            "costliest": [{"layer": t.layer, "time_ms": round(t.time_ms, 6), "bound": t.bound}
+                          for t in self.as_is.costliest(5)],
+        }
 
 
 def _vector_width(tensor: EngineTensor) -> int:
