@@ -11,6 +11,7 @@ import onnx_ir as ir
 from qdqkit.core.qdq import QdqView, is_dequantize, is_quantize, node_label
 from qdqkit.core.text import plural
 from qdqkit.rules import Finding, rule
+from qdqkit.trt.cost_model import LatencyComparison
 from qdqkit.trt.engine import EngineLayer
 from qdqkit.trt.predict import Prediction
 from qdqkit.trt.predict.fusion import Block
@@ -42,6 +43,7 @@ def module_label(block: Block) -> str:
 @dataclass
 class LintContext:
     prediction: Prediction
+    latency: LatencyComparison | None = None  # predicted time as it is and built FP16
 
     @property
     def view(self) -> QdqView:
