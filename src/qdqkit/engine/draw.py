@@ -26,7 +26,7 @@ from qdqkit.engine.layout import layered_layout
 from qdqkit.report.html_page import HtmlPage, escape, render_page
 from qdqkit.report.names import common_prefix, display_name
 from qdqkit.trt.engine import EngineGraph, EngineLayer, EngineTensor, Precision
-from qdqkit.trt.engine_analysis import is_compute, precision_signature
+from qdqkit.trt.engine_analysis import is_compute, latency_sum, precision_signature
 
 NODE_W, NODE_H, RANK_GAP, NODE_GAP = 240.0, 54.0, 24.0, 24.0
 MARGIN = 24.0
@@ -219,9 +219,9 @@ _STYLE = (
 )
 
 
-def render_svg(graph: EngineGraph) -> str:
+def render_svg(graph: EngineGraph, drawn: DrawnGraph | None = None) -> str:
     """The drawing as a standalone SVG document (deterministic for a given graph)."""
-    drawn = drawn_graph(graph)
+    drawn = drawn or drawn_graph(graph)
     layout = layered_layout(len(drawn.boxes), drawn.preds, NODE_W, NODE_H, RANK_GAP, NODE_GAP)
     cols = wrap_columns(layout, NODE_W, NODE_H, MARGIN, aspect=1.5)
     painter = _Painter(graph, drawn, cols)
@@ -250,14 +250,13 @@ def _summary_line(graph: EngineGraph) -> str:
     int8 = sum(1 for la in compute if la.precision is Precision.INT8)
     parts = [f"{len(graph)} layers", f"{int8}/{len(compute)} compute layers INT8",
              f"{len(graph.reformats())} Reformats ({len(graph.qdq_reformats())} from Q/DQ)"]
-    total = drawn_graph(graph).total_ms
+    total = latency_sum(graph.layers)
     if total is not None:
         parts.append(f"{total:.3f} ms summed layer time")
     return " · ".join(parts)
 
 
-def _slowest_list(graph: EngineGraph) -> str:
-    drawn = drawn_graph(graph)
+def _slowest_list(graph: EngineGraph, drawn: DrawnGraph) -> str:
     if not drawn.slowest:
         return ""
     prefix = common_prefix([graph.layers[i].name for i in drawn.boxes])
@@ -289,10 +288,11 @@ _TOOLS = (
 
 def render_html(graph: EngineGraph) -> str:
     title = Path(graph.source).name if graph.source != "predicted" else "predicted engine"
+    drawn = drawn_graph(graph)
     return render_page(HtmlPage(
         title=f"{title} · qdqkit engine", heading=title, summary=_summary_line(graph),
-        tools_html=_TOOLS, content_html=render_svg(graph),
-        details_hint="Click a layer for its details.", side_html=_slowest_list(graph),
+        tools_html=_TOOLS, content_html=render_svg(graph, drawn),
+        details_hint="Click a layer for its details.", side_html=_slowest_list(graph, drawn),
         css=_asset("viewer.css"), script=_asset("viewer.js"),
     ))
 

@@ -76,12 +76,12 @@ def _unique(labels: dict[int, int]) -> dict[int, int]:
     return {label: i for i, label in labels.items() if counts[label] == 1}
 
 
-def _strong_owner(graph: EngineGraph, members: list[int]) -> dict[str, int]:
+def _strong_owner(strong: dict[int, list[str]]) -> dict[str, int]:
     """Strong node name -> the one skeleton layer holding it (names held twice are dropped)."""
     owner: dict[str, int] = {}
     repeated: set[str] = set()
-    for i in members:
-        for name in strong_names(graph.layers[i]):
+    for i, names in strong.items():
+        for name in names:
             if name in owner and owner[name] != i:
                 repeated.add(name)
             owner[name] = i
@@ -98,8 +98,10 @@ class _SkeletonMatcher:
         self.own_b = own_labels(b, self.sk_b.members, table, weights, shapes)
         self.coarse_a = coarse_labels(a, self.sk_a.members, table, weights)
         self.coarse_b = coarse_labels(b, self.sk_b.members, table, weights)
-        self.names_a = _strong_owner(a, self.sk_a.members)
-        self.names_b = _strong_owner(b, self.sk_b.members)
+        self.strong_a = {i: strong_names(a.layers[i]) for i in self.sk_a.members}
+        self.strong_b = {j: strong_names(b.layers[j]) for j in self.sk_b.members}
+        self.names_a = _strong_owner(self.strong_a)
+        self.names_b = _strong_owner(self.strong_b)
         self.rounds = [(self.own_a, self.own_b)]
         distinct = len(set(self.own_a.values()) | set(self.own_b.values()))
         for round_no in range(1, MAX_ROUNDS + 1):
@@ -114,11 +116,11 @@ class _SkeletonMatcher:
 
     def _names_disagree(self, i: int, j: int) -> bool:
         """A strong name of ``i`` (or ``j``) sits on a different, like-labelled layer opposite."""
-        for name in strong_names(self.a.layers[i]):
+        for name in self.strong_a[i]:
             other = self.names_b.get(name)
             if other is not None and other != j and self.coarse_b[other] == self.coarse_a[i]:
                 return True
-        for name in strong_names(self.b.layers[j]):
+        for name in self.strong_b[j]:
             other = self.names_a.get(name)
             if other is not None and other != i and self.coarse_a[other] == self.coarse_b[j]:
                 return True
