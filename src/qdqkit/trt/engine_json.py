@@ -23,6 +23,7 @@ from qdqkit.core.errors import EngineFileError
 from qdqkit.trt.engine import EngineGraph, EngineLayer, EngineTensor, LayerKind, Precision
 from qdqkit.trt.engine_profile import LayerTiming, attach_profile, parse_profile
 from qdqkit.trt.engine_timing import END_TO_END_KEY, read_timing, timing_beside
+from qdqkit.trt.onnx_names import unwrap_node_names
 
 # Layer keys this reader understands; every other key is kept in ``EngineLayer.extra``.
 _KNOWN_LAYER_KEYS = frozenset(
@@ -142,8 +143,7 @@ def onnx_nodes_of(name: str, metadata: object = None) -> list[str]:
             return list(dict.fromkeys(found))
     if _REFORMAT_NAME.match(name):
         return []
-    parts = [part.strip() for part in name.split(" + ")]
-    return list(dict.fromkeys(part for part in parts if part))
+    return unwrap_node_names(name.split(" + "))
 
 
 def _fail(path: Path, what: str) -> EngineFileError:
