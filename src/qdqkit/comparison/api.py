@@ -295,6 +295,10 @@ def _result(fpath: Path, qpath: Path, stream: CalibrationData, seen: int, fp16: 
     if stream.is_random:
         notes.append("no data given: the inputs are seeded random values shaped and ranged from "
                      "the model, so the figures show where error arises, not the model's accuracy")
+    if pairing.unpaired:
+        notes.append(f"{len(pairing.unpaired)} of {len(pairing.nodes)} quantized nodes have no "
+                     "float counterpart (no tensor of the same name and shape, nor of the same "
+                     "structure) and are not measured: " + ", ".join(pairing.unpaired[:8]))
     if fp16:
         notes.append("fp16 models were run upcast to fp32, so the figures measure quantization, "
                      "not fp16 arithmetic")

@@ -29,6 +29,7 @@ from qdqkit.core.qdq import (
     is_qdq,
     node_label,
 )
+from qdqkit.core.shapes import infer_value_types
 
 
 @dataclass
@@ -124,6 +125,16 @@ def pair_models(quant: ir.Model, float_model: ir.Model, quant_name: str,
     for node in fgraph:
         fvalues.update((out.name, out) for out in node.outputs if out.name)
     index, fconstants = _float_index(fgraph)
+    qtypes, ftypes = infer_value_types(quant), infer_value_types(float_model)
+
+    def same_shapes(qnode: ir.Node, fnode: ir.Node) -> bool:
+        # Where both shapes are known they must agree: a structural twin of another width is
+        # not the tensor this one was quantized from.
+        for qout, fout in zip(qnode.outputs, fnode.outputs, strict=False):
+            qshape, fshape = qtypes.shape_of(qout), ftypes.shape_of(fout)
+            if qshape is not None and fshape is not None and _static(qshape) != _static(fshape):
+                return False
+        return True
     pairs: dict[ir.Value, ir.Value] = {}
     for qname, fname in inputs.items():
         pairs[_value(qgraph, qname)] = fvalues[fname]
@@ -136,9 +147,9 @@ def pair_models(quant: ir.Model, float_model: ir.Model, quant_name: str,
             key = (node.op_type, tuple(_key_input(v, view, pairs) for v in node.inputs))
             if any(k is _UNPAIRED for k in key[1]):
                 continue
-            candidates = [n for n in index.get(key, ()) if n not in float_node_of.values()]
-            match = candidates[0] if candidates else None
-        if match is None:
+            taken = set(float_node_of.values())
+            match = next((n for n in index.get(key, ()) if n not in taken), None)
+        if match is None or not same_shapes(node, match):
             continue
         float_node_of[node] = match
         for qout, fout in zip(node.outputs, match.outputs, strict=False):
@@ -159,10 +170,10 @@ def pair_models(quant: ir.Model, float_model: ir.Model, quant_name: str,
             f"pairs with an output or tensor of {float_name}; compare the float model the "
             "quantized one was made from"
         )
-    if not any(n.float_output for n in nodes) and not any(s.float_name for s in sites.values()):
+    if not any(n.float_output for n in nodes):
         shown = ", ".join(unpaired[:5])
         raise QdqkitError(
-            f"{quant_name}: no quantized tensor or node pairs with {float_name} (unpaired: "
+            f"{quant_name}: no quantized node pairs with {float_name} (unpaired: "
             f"{shown}); the models must share tensor names or graph structure"
         )
     value_pairs = {str(q.name): str(f.name) for q, f in pairs.items() if q.name and f.name}
@@ -215,6 +226,10 @@ def _pair_inputs(qgraph: ir.Graph, fgraph: ir.Graph, quant_name: str,
         f"{quant_name} takes {', '.join(qin) or 'none'}; compare a quantized model with the "
         "float model it was made from"
     )
+
+
+def _static(shape: ir.Shape) -> tuple[object, ...]:
+    return tuple(d if isinstance(d, int) else None for d in shape)
 
 
 def _dims(value: ir.Value) -> tuple[object, ...] | None:

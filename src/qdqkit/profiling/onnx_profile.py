@@ -136,7 +136,7 @@ def _measured(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     if not runs:
         raise QdqkitError("onnxruntime's profiler recorded no run; cannot profile this model")
     start = runs[0]["ts"] + runs[0]["dur"]
-    kept = []
+    kept: list[dict[str, Any]] = []
     for event in events:
         if event.get("ph") != "X" or event.get("ts", 0) < start:
             continue
