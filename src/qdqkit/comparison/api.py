@@ -124,9 +124,13 @@ def compare(
 
 
 def _load(path: Path) -> onnx.ModelProto:
-    from qdqkit.core.model_io import load_model
+    try:
+        return onnx.load(path)
+    except Exception:
+        from qdqkit.core.model_io import load_model
 
-    return ir.serde.serialize_model(load_model(path))
+        load_model(path)  # raises the one-line error saying what is wrong with the file
+        raise
 
 
 def _has_fp16(proto: onnx.ModelProto) -> bool:
@@ -163,6 +167,10 @@ class _Sessions:
                                       if s.float_name}, upcast=fp16)
             if self.local is not None:
                 wanted_float |= set(self.local.feeds.values())
+        def folded() -> onnx.ModelProto:
+            # Weights dequantized once: the same values, without the per-run Q/DQ of every weight.
+            return ir.serde.serialize_model(fresh_copy(qproto, upcast=fp16, fold_weights=True))
+
         self.float_runner = ActivationRunner(
             ir.serde.serialize_model(fmodel), sorted(wanted_float - finputs))
         self.float_inputs = finputs & wanted_float
@@ -177,13 +185,11 @@ class _Sessions:
             wanted_quant |= {i.name or "" for n in pairing.nodes for i in _computed_inputs(n)}
             qinputs = set(pairing.inputs)
             self.quant_inputs = qinputs & wanted_quant
-            self.quant_runner = ActivationRunner(
-                ir.serde.serialize_model(qmodel), sorted(wanted_quant - qinputs))
+            self.quant_runner = ActivationRunner(folded(), sorted(wanted_quant - qinputs))
         else:
             outputs = set(pairing.outputs)
             self.quant_inputs = set(pairing.inputs) & outputs
-            self.quant_runner = ActivationRunner(
-                ir.serde.serialize_model(qmodel), sorted(outputs - set(pairing.inputs)))
+            self.quant_runner = ActivationRunner(folded(), sorted(outputs - set(pairing.inputs)))
         self.local_session = make_session(self.local.model) if self.local is not None else None
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> tuple[
@@ -389,21 +395,24 @@ def _node_row(node: QuantizedNode, acc: _Accumulators) -> NodeRow:
 
 
 def _weight_error(weight: Any) -> WeightError:
-    original = np.asarray(weight.original, np.float64)
-    test = np.asarray(weight.dequantized, np.float64)
-    overall = Error()
-    overall.add(original, test)
-    axis = weight.channel_axis if weight.channel_axis is not None else 0
-    moved_ref = np.moveaxis(original, axis % original.ndim, 0).reshape(original.shape[axis], -1)
-    moved_tst = np.moveaxis(test, axis % test.ndim, 0).reshape(original.shape[axis], -1)
-    channel = []
-    for ref, tst in zip(moved_ref, moved_tst, strict=True):
-        one = Error()
-        one.add(ref, tst)
-        channel.append(one.metrics().snr_db)
+    """Overall and per-output-channel SNR of the dequantized weight against the float one."""
+    original = np.asarray(weight.original, np.float32)
+    test = np.asarray(weight.dequantized, np.float32)
+    axis = (weight.channel_axis if weight.channel_axis is not None else 0) % original.ndim
+    ref = np.moveaxis(original, axis, 0).reshape(original.shape[axis], -1)
+    noise = np.square(ref - np.moveaxis(test, axis, 0).reshape(ref.shape)).sum(
+        axis=1, dtype=np.float64)
+    signal = np.square(ref).sum(axis=1, dtype=np.float64)
+    channel = [_snr(float(s), float(n)) for s, n in zip(signal, noise, strict=True)]
     worst = int(np.argmin(channel)) if channel else None
-    return WeightError(weight.input_index, overall.metrics().snr_db,
+    return WeightError(weight.input_index, _snr(float(signal.sum()), float(noise.sum())),
                        channel[worst] if worst is not None else None, worst, channel)
+
+
+def _snr(signal: float, noise: float) -> float:
+    if noise == 0.0:
+        return math.inf
+    return -math.inf if signal == 0.0 else 10.0 * math.log10(signal / noise)
 
 
 def _annotate_engine(result: CompareResult, qproto: onnx.ModelProto, pairing: Pairing,

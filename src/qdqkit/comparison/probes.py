@@ -20,19 +20,65 @@ import onnx
 import onnx_ir as ir
 
 from qdqkit.core.activations import keep_only
-from qdqkit.core.constants import constant_derived_values
-from qdqkit.core.qdq import QdqView, is_dequantize
+from qdqkit.core.constants import constant_array, constant_derived_values
+from qdqkit.core.qdq import DqSource, QdqView, is_dequantize
+from qdqkit.core.qdq_math import dequantize, quantize
 from qdqkit.core.upcast import upcast_float16
 
 FLOAT_SUFFIX = "::float"
+FOLDED_SUFFIX = "::folded"
 
 
-def fresh_copy(proto: onnx.ModelProto, *, upcast: bool) -> ir.Model:
-    """An onnx-ir model of ``proto`` that may be edited freely (fp16 upcast to fp32 if asked)."""
+def fresh_copy(proto: onnx.ModelProto, *, upcast: bool, fold_weights: bool = False) -> ir.Model:
+    """An onnx-ir model of ``proto`` that may be edited freely (fp16 upcast to fp32 if asked).
+
+    ``fold_weights`` replaces every weight's DQ (of an integer constant, or of a Q of a float
+    constant) by the float constant it computes, with the spec's arithmetic (``core.qdq_math``):
+    the same values, without re-quantizing every weight on every run.
+    """
     model = ir.serde.deserialize_model(proto)
     if upcast:
         upcast_float16(model)
+    if fold_weights:
+        fold_weight_qdq(model)
     return model
+
+
+def fold_weight_qdq(model: ir.Model) -> int:
+    """Fold constant-input Q/DQ chains into float initializers; returns how many DQs folded."""
+    graph = model.graph
+    view = QdqView(graph)
+    outputs = set(graph.outputs)
+    folded = 0
+    for dq in view.dequantize_nodes:
+        out = dq.outputs[0]
+        params = view.params(dq)
+        if params is None or out in outputs or not out.uses():
+            continue
+        source = view.dq_source(dq)
+        q = view.quantize_of(dq)
+        if source == DqSource.QUANTIZE and q is not None and view.is_weight_quantize(q):
+            weights = constant_array(q.inputs[0])
+            q_params = view.params(q)
+            if weights is None or q_params is None:
+                continue
+            array = dequantize(quantize(weights, q_params), params)
+        elif source == DqSource.CONSTANT:
+            integers = constant_array(dq.inputs[0])
+            if integers is None:
+                continue
+            array = dequantize(integers, params)
+        else:
+            continue
+        dtype = np.float16 if out.dtype == ir.DataType.FLOAT16 else np.float32
+        value = ir.Value(name=f"{out.name}{FOLDED_SUFFIX}", const_value=ir.Tensor(
+            np.asarray(array, dtype=dtype)))
+        graph.register_initializer(value)
+        ir.convenience.replace_all_uses_with(out, value)
+        folded += 1
+    if folded:
+        keep_only(graph, list(graph.outputs))
+    return folded
 
 
 @dataclass
@@ -52,9 +98,10 @@ def local_model(proto: onnx.ModelProto, nodes: dict[int, str], value_pairs: dict
     """
     model = fresh_copy(proto, upcast=upcast)
     graph = model.graph
+    order = list(graph)  # positions count the unfolded graph's nodes
+    fold_weight_qdq(model)
     view = QdqView(graph)
     constants = constant_derived_values(graph)
-    order = list(graph)
     feeds: dict[str, str] = {}
     made: dict[str, ir.Value] = {}
 
@@ -97,10 +144,12 @@ def local_model(proto: onnx.ModelProto, nodes: dict[int, str], value_pairs: dict
 
 
 def what_if_model(proto: onnx.ModelProto, position: int,
-                  float_weights: Mapping[int, np.ndarray], *, upcast: bool) -> ir.Model:
+                  float_weights: Mapping[int, np.ndarray], *, upcast: bool,
+                  fold: bool = False) -> ir.Model:
     """The Q/DQ model with the node at ``position`` reading unquantized inputs (FP16 fallback).
 
-    ``float_weights`` maps an input index to the float model's weight array for that input.
+    ``float_weights`` maps an input index to the float model's weight array for that input;
+    ``fold`` then folds the other weights' Q/DQ (for running it, not for predicting its engine).
     """
     model = fresh_copy(proto, upcast=upcast)
     graph = model.graph
@@ -126,4 +175,6 @@ def what_if_model(proto: onnx.ModelProto, position: int,
         if q is not None and q.inputs[0] is not None and not view.is_weight_quantize(q):
             node.replace_input_with(index, q.inputs[0])
     keep_only(graph, list(graph.outputs))
+    if fold:
+        fold_weight_qdq(model)
     return model

@@ -111,7 +111,7 @@ def evaluate_what_if(result: CompareResult, qproto: onnx.ModelProto, pairing: Pa
         for name in candidates:
             node = by_name[name]
             weights = {w.input_index: w.original for w in node.weights if w.original is not None}
-            variant = what_if_model(qproto, positions[name], weights, upcast=fp16)
+            variant = what_if_model(qproto, positions[name], weights, upcast=fp16, fold=True)
             session = make_session(variant)
             outputs = list(pairing.outputs)
             errors: dict[str, Error] = {}
