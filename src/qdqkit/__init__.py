@@ -27,6 +27,9 @@ _API = {
     "draw_engine": "qdqkit.engine.draw:draw_engine",
     "diff_engines": "qdqkit.engine.diff:diff_engines",
     "build_engine": "qdqkit.engine.build:build_engine",
+    "compare": "qdqkit.comparison:compare",
+    "profile_model": "qdqkit.profiling:profile_model",
+    "read_trtexec_times": "qdqkit.profiling:read_trtexec_times",
 }
 
 __all__ = ["__version__", *sorted(_API)]

@@ -100,7 +100,7 @@ class ActivationRunner:
         self.input_names = tuple(v.name for v in graph.inputs if v.name not in graph.initializers)
         self.session = None
         if self.observed:
-            _keep_only(graph, [values[name] for name in self.observed])
+            keep_only(graph, [values[name] for name in self.observed])
             self.session = make_session(graph_model, threads=threads)
 
     def run(
@@ -124,8 +124,13 @@ def _load(model: onnx.ModelProto | str | os.PathLike[str]) -> onnx.ModelProto:
         raise QdqkitError(f"{path}: cannot be read as an ONNX model ({exc})") from None
 
 
-def _keep_only(graph: ir.Graph, outputs: list[ir.Value]) -> None:
-    """Make ``outputs`` the graph's outputs and remove nodes that none of them needs."""
+def keep_only(graph: ir.Graph, outputs: list[ir.Value], *, drop_unread_inputs: bool = False
+              ) -> None:
+    """Make ``outputs`` the graph's outputs and remove nodes that none of them needs.
+
+    With ``drop_unread_inputs``, graph inputs nothing reads any more are dropped too (a session
+    then needs, and accepts, no feed for them).
+    """
     needed: set[ir.Node] = set()
     stack = [v.producer() for v in outputs]
     while stack:
@@ -138,6 +143,9 @@ def _keep_only(graph: ir.Graph, outputs: list[ir.Value]) -> None:
     graph.outputs.extend(outputs)
     unneeded = [node for node in graph if node not in needed]
     graph.remove(unneeded, safe=False)
+    unread = [v for v in graph.inputs if not v.uses() and v not in outputs]
+    for value in unread if drop_unread_inputs else ():
+        graph.inputs.remove(value)
 
 
 def observe_activations(

@@ -1,0 +1,348 @@
+"""Which tensor of the float model each quantized tensor of the Q/DQ model stands for.
+
+1. Sites: every activation QuantizeLinear's input ``x`` is a quantized tensor (one site per
+   tensor, the first Q's parameters); every non-Q/DQ node that reads a DequantizeLinear output
+   (an activation or a weight) is a quantized node, measured at its first output.
+2. Pairing walks the Q/DQ model once in graph order with Q/DQ looked through (``DQ(Q(x))`` stands
+   for ``x``, a DQ of a constant for that weight). A node pairs by name when the float model has
+   values of the same names as its outputs, else by structure: the float node of the same op type
+   reading the paired inputs (constant inputs are not compared: folding and quantization change
+   them). Graph inputs pair by name, else by position when the counts agree.
+3. Weights pair through their nodes: the quantized node's weight input and the float node's input
+   at the same index, both read as constants.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import onnx_ir as ir
+
+from qdqkit.core.constants import constant_array
+from qdqkit.core.errors import QdqkitError
+from qdqkit.core.qdq import (
+    DqSource,
+    QdqView,
+    QuantParams,
+    is_dequantize,
+    is_qdq,
+    node_label,
+)
+from qdqkit.core.shapes import infer_value_types
+
+
+@dataclass
+class ActivationSite:
+    """A quantized activation: the tensor a Q reads, its parameters and the DQ outputs readers see."""
+
+    name: str  # the tensor in the Q/DQ model
+    value: ir.Value = field(repr=False)
+    params: QuantParams
+    quantize: ir.Node = field(repr=False)
+    dequantized: list[ir.Value] = field(repr=False, default_factory=list)
+    float_name: str | None = None  # the paired tensor in the float model
+
+
+@dataclass
+class WeightSite:
+    """A quantized weight of a quantized node: its dequantized values and the float original."""
+
+    node: str
+    input_index: int
+    dequantized: np.ndarray = field(repr=False)
+    original: np.ndarray | None = field(repr=False)  # the float model's weight, when paired
+    channel_axis: int | None  # the quantization axis (None: per tensor)
+
+
+@dataclass
+class QuantizedNode:
+    """A node reading Q/DQ outputs, measured at its first output."""
+
+    node: ir.Node = field(repr=False)
+    name: str
+    op_type: str
+    output: str
+    float_output: str | None
+    activation_sites: list[str]  # names of the sites among its inputs
+    weights: list[WeightSite]
+    float_node: ir.Node | None = field(repr=False, default=None)
+
+
+@dataclass
+class Pairing:
+    sites: dict[str, ActivationSite]
+    nodes: list[QuantizedNode]
+    value_pairs: dict[str, str]  # quant tensor name -> float tensor name
+    inputs: dict[str, str]  # quant graph input -> float graph input
+    outputs: dict[str, str]  # quant graph output -> float graph output
+    unpaired: list[str]  # quantized nodes without a float counterpart
+
+
+def _looked_through(value: ir.Value | None, view: QdqView) -> ir.Value | None:
+    """``DQ(Q(x))`` -> ``x``; a DQ of a constant or any constant -> None (compared as a weight)."""
+    while value is not None:
+        producer = value.producer()
+        if value in view.constant_values:
+            return None
+        if producer is None or not is_dequantize(producer):
+            return value
+        source = view.dq_source(producer)
+        if source == DqSource.QUANTIZE:
+            q = view.quantize_of(producer)
+            value = q.inputs[0] if q is not None else None
+        elif source == DqSource.CONSTANT:
+            return None
+        else:
+            return value
+    return None
+
+
+def _float_index(graph: ir.Graph) -> tuple[dict[tuple[object, ...], list[ir.Node]], set[ir.Value]]:
+    from qdqkit.core.constants import constant_derived_values
+
+    constants = constant_derived_values(graph)
+    index: dict[tuple[object, ...], list[ir.Node]] = {}
+    for node in graph:
+        key = (node.op_type, tuple(
+            None if v is None or v in constants else v for v in node.inputs))
+        index.setdefault(key, []).append(node)
+    return index, constants
+
+
+def pair_models(quant: ir.Model, float_model: ir.Model, quant_name: str,
+                float_name: str) -> Pairing:
+    """Pair ``quant``'s quantized tensors and nodes with ``float_model``'s (see the module doc)."""
+    qgraph, fgraph = quant.graph, float_model.graph
+    view = QdqView(qgraph)
+    if view.qdq_count == 0:
+        raise QdqkitError(
+            f"{quant_name}: has no QuantizeLinear/DequantizeLinear nodes; give the float model "
+            "first and the quantized model second"
+        )
+    inputs = _pair_inputs(qgraph, fgraph, quant_name, float_name)
+    fvalues: dict[str, ir.Value] = {v.name: v for v in fgraph.inputs if v.name}
+    for node in fgraph:
+        fvalues.update((out.name, out) for out in node.outputs if out.name)
+    index, fconstants = _float_index(fgraph)
+    qtypes, ftypes = infer_value_types(quant), infer_value_types(float_model)
+
+    def same_shapes(qnode: ir.Node, fnode: ir.Node) -> bool:
+        # Where both shapes are known they must agree: a structural twin of another width is
+        # not the tensor this one was quantized from.
+        for qout, fout in zip(qnode.outputs, fnode.outputs, strict=False):
+            qshape, fshape = qtypes.shape_of(qout), ftypes.shape_of(fout)
+            if qshape is not None and fshape is not None and _static(qshape) != _static(fshape):
+                return False
+        return True
+    pairs: dict[ir.Value, ir.Value] = {}
+    for qname, fname in inputs.items():
+        pairs[_value(qgraph, qname)] = fvalues[fname]
+    float_node_of: dict[ir.Node, ir.Node] = {}
+    for node in qgraph:
+        if is_qdq(node) or _constant_node(node, view):
+            continue
+        match = _match_by_name(node, fvalues)
+        if match is None:
+            key = (node.op_type, tuple(_key_input(v, view, pairs) for v in node.inputs))
+            if any(k is _UNPAIRED for k in key[1]):
+                continue
+            taken = set(float_node_of.values())
+            match = next((n for n in index.get(key, ()) if n not in taken), None)
+        if match is None or not same_shapes(node, match):
+            continue
+        float_node_of[node] = match
+        for qout, fout in zip(node.outputs, match.outputs, strict=False):
+            pairs[qout] = fout
+    sites = _activation_sites(view, pairs)
+    nodes, unpaired = _quantized_nodes(qgraph, view, sites, float_node_of, fconstants)
+    outputs: dict[str, str] = {}
+    for out in qgraph.outputs:
+        looked = _looked_through(out, view)
+        paired = pairs.get(looked) if looked is not None else None
+        if paired is None:
+            paired = fvalues.get(out.name or "")
+        if paired is not None:
+            outputs[out.name or ""] = paired.name or ""
+    if not outputs:
+        raise QdqkitError(
+            f"{quant_name}: none of its outputs ({', '.join(o.name or '?' for o in qgraph.outputs)}) "
+            f"pairs with an output or tensor of {float_name}; compare the float model the "
+            "quantized one was made from"
+        )
+    if not any(n.float_output for n in nodes):
+        shown = ", ".join(unpaired[:5])
+        raise QdqkitError(
+            f"{quant_name}: no quantized node pairs with {float_name} (unpaired: "
+            f"{shown}); the models must share tensor names or graph structure"
+        )
+    value_pairs = {str(q.name): str(f.name) for q, f in pairs.items() if q.name and f.name}
+    return Pairing(sites, nodes, value_pairs, inputs, outputs, unpaired)
+
+
+_UNPAIRED = object()
+
+
+def _constant_node(node: ir.Node, view: QdqView) -> bool:
+    """A node computing only constants (a weight's Reshape, a Constant): TensorRT folds it."""
+    return bool(node.outputs) and all(o in view.constant_values for o in node.outputs)
+
+
+def _key_input(value: ir.Value | None, view: QdqView, pairs: dict[ir.Value, ir.Value]) -> object:
+    looked = _looked_through(value, view)
+    if looked is None:
+        return None
+    return pairs.get(looked, _UNPAIRED)
+
+
+def _match_by_name(node: ir.Node, fvalues: dict[str, ir.Value]) -> ir.Node | None:
+    outs = [o for o in node.outputs if o.name]
+    if not outs:
+        return None
+    first = fvalues.get(outs[0].name or "")
+    producer = first.producer() if first is not None else None
+    if producer is None or producer.op_type != node.op_type:
+        return None
+    return producer
+
+
+def _value(graph: ir.Graph, name: str) -> ir.Value:
+    return next(v for v in graph.inputs if v.name == name)
+
+
+def _pair_inputs(qgraph: ir.Graph, fgraph: ir.Graph, quant_name: str,
+                 float_name: str) -> dict[str, str]:
+    qin = [v.name or "" for v in qgraph.inputs if v.name not in qgraph.initializers]
+    fin = [v.name or "" for v in fgraph.inputs if v.name not in fgraph.initializers]
+    if set(qin) == set(fin):
+        return {n: n for n in qin}
+    if len(qin) == len(fin):
+        qshapes = [_dims(v) for v in qgraph.inputs if v.name in qin]
+        fshapes = [_dims(v) for v in fgraph.inputs if v.name in fin]
+        if qshapes == fshapes:
+            return dict(zip(qin, fin, strict=True))
+    raise QdqkitError(
+        f"the models take different inputs: {float_name} takes {', '.join(fin) or 'none'}, "
+        f"{quant_name} takes {', '.join(qin) or 'none'}; compare a quantized model with the "
+        "float model it was made from"
+    )
+
+
+def _static(shape: ir.Shape) -> tuple[object, ...]:
+    return tuple(d if isinstance(d, int) else None for d in shape)
+
+
+def _dims(value: ir.Value) -> tuple[object, ...] | None:
+    return None if value.shape is None else tuple(value.shape)
+
+
+def _activation_sites(view: QdqView, pairs: dict[ir.Value, ir.Value]) -> dict[str, ActivationSite]:
+    sites: dict[str, ActivationSite] = {}
+    for q in view.activation_quantizers():
+        x = q.inputs[0]
+        params = view.params(q)
+        if x is None or not x.name or params is None or x.name in sites:
+            continue
+        looked = _looked_through(x, view)
+        paired = pairs.get(looked) if looked is not None else None
+        sites[x.name] = ActivationSite(
+            name=x.name, value=x, params=params, quantize=q,
+            dequantized=[dq.outputs[0] for dq in view.dequantizers_of(q)],
+            float_name=paired.name if paired is not None else None,
+        )
+    return sites
+
+
+def _quantized_nodes(
+    graph: ir.Graph, view: QdqView, sites: dict[str, ActivationSite],
+    float_node_of: dict[ir.Node, ir.Node], fconstants: set[ir.Value],
+) -> tuple[list[QuantizedNode], list[str]]:
+    site_of_dq: dict[ir.Value, str] = {}
+    for site in sites.values():
+        for value in site.dequantized:
+            site_of_dq[value] = site.name
+    nodes: list[QuantizedNode] = []
+    unpaired: list[str] = []
+    for node in graph:
+        if is_qdq(node) or not node.outputs or _constant_node(node, view):
+            continue
+        activations = [site_of_dq[v] for v in node.inputs if v in site_of_dq]
+        weights = [w for w in (_weight_site(node, i, view, float_node_of.get(node), fconstants)
+                               for i in range(len(node.inputs))) if w is not None]
+        if not activations and not weights:
+            continue
+        match = float_node_of.get(node)
+        if match is None:
+            unpaired.append(node_label(node))
+        nodes.append(QuantizedNode(
+            node=node, name=node_label(node), op_type=node.op_type,
+            output=node.outputs[0].name or "", float_node=match,
+            float_output=match.outputs[0].name or None if match is not None else None,
+            activation_sites=list(dict.fromkeys(activations)), weights=weights,
+        ))
+    return nodes, unpaired
+
+
+def _weight_site(node: ir.Node, index: int, view: QdqView, match: ir.Node | None,
+                 fconstants: set[ir.Value]) -> WeightSite | None:
+    value = node.inputs[index]
+    dq = view.dequantize_producer(value)
+    if dq is None or view.dq_source(dq) not in (DqSource.CONSTANT, DqSource.QUANTIZE):
+        return None
+    params = view.params(dq)
+    if params is None:
+        return None
+    q = view.quantize_of(dq)
+    if q is not None and not view.is_weight_quantize(q):
+        return None  # an activation pair, not a weight
+    if q is not None:
+        from qdqkit.core.qdq_math import fake_quantize
+
+        float_source = constant_array(q.inputs[0])
+        if float_source is None:
+            return None
+        dequantized = fake_quantize(float_source, params)
+    else:
+        integers = constant_array(dq.inputs[0])
+        if integers is None:
+            return None
+        from qdqkit.core.qdq_math import dequantize
+
+        dequantized = dequantize(integers, params)
+    original = None
+    if match is not None and index < len(match.inputs):
+        fvalue = match.inputs[index]
+        if fvalue is not None and fvalue in fconstants:
+            array = constant_array(fvalue)
+            if array is not None and array.size == dequantized.size:
+                original = np.asarray(array, dtype=np.float32).reshape(dequantized.shape)
+    return WeightSite(node=node_label(node), input_index=index, dequantized=dequantized,
+                      original=original, channel_axis=params.axis if params.per_channel else None)
+
+
+@dataclass(frozen=True)
+class SketchNode:
+    """One compute node of the Q/DQ model for the drawing: Q/DQ and constants looked through."""
+
+    name: str
+    op_type: str
+    preds: tuple[int, ...]
+
+
+def graph_sketch(graph: ir.Graph) -> list[SketchNode]:
+    """The Q/DQ model's compute nodes in graph order, each with the indices of its producers."""
+    view = QdqView(graph)
+    index: dict[ir.Node, int] = {}
+    sketch: list[SketchNode] = []
+    for node in graph:
+        if is_qdq(node) or _constant_node(node, view) or node.op_type == "Constant":
+            continue
+        preds = []
+        for value in node.inputs:
+            looked = _looked_through(value, view)
+            producer = looked.producer() if looked is not None else None
+            if producer is not None and producer in index:
+                preds.append(index[producer])
+        index[node] = len(sketch)
+        sketch.append(SketchNode(node_label(node), node.op_type, tuple(dict.fromkeys(preds))))
+    return sketch

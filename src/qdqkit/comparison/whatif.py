@@ -1,0 +1,182 @@
+"""What-if: the output error gained, and the engine cost paid, if one node ran FP16 instead.
+
+1. Candidates are the nodes worst in either view (layer-wise SNR lowest, graph-wise SNR drop
+   largest), alternating, up to the limit: a model of 300 quantized nodes does not need 300 runs.
+2. Each candidate's variant (``probes.what_if_model``) runs on the kept samples; its gain is its
+   worst output SNR minus the Q/DQ model's on the same samples.
+3. Its cost is the predicted engine's (``trt.predict``) difference: Reformat layers added and INT8
+   MACs lost, from the variant's prediction against the Q/DQ model's.
+4. The fallback list holds the nodes with a positive gain, largest first; its file format is one
+   ONNX node name per line, lines starting with ``#`` are comments (``quantize --exclude-from``
+   and ``fix`` read it).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+import onnx
+
+from qdqkit.comparison.pairing import Pairing
+from qdqkit.comparison.probes import fresh_copy, what_if_model
+from qdqkit.comparison.result import CompareResult, WhatIf
+from qdqkit.comparison.stats import Error
+from qdqkit.core.atomic import write_text_atomic
+from qdqkit.core.errors import QdqkitError
+from qdqkit.core.numerics import make_session, run
+from qdqkit.core.progress import Progress
+
+Kept = Sequence[tuple[Mapping[str, np.ndarray], Mapping[str, np.ndarray],
+                      Mapping[str, np.ndarray]]]
+MIN_GAIN_DB = 0.01
+
+
+def _positions(pairing: Pairing) -> dict[str, int]:
+    """Each quantized node's position in graph order (the same in every fresh copy)."""
+    graph = pairing.nodes[0].node.graph if pairing.nodes else None
+    if graph is None:
+        return {}
+    by_node = {n.node: n.name for n in pairing.nodes}
+    return {by_node[n]: i for i, n in enumerate(graph) if n in by_node}
+
+
+def _engine_totals(model: object, trt: str) -> tuple[object | None, int | None, int | None]:
+    from qdqkit.trt.predict import run_prediction
+
+    try:
+        prediction = run_prediction(model, trt=trt)  # type: ignore[arg-type]
+    except QdqkitError:
+        return None, None, None
+    engine = prediction.engine
+    macs = sum(layer.cost.macs for layer in engine.layers
+               if layer.cost is not None and layer.cost.int8_compute and layer.cost.macs)
+    return prediction, len(engine.reformats()), macs
+
+
+def annotate_engine(result: CompareResult, qproto: onnx.ModelProto, pairing: Pairing,
+                    trt: str) -> tuple[int | None, int | None]:
+    """Each node row's predicted engine layer and its precision; returns the engine's totals."""
+    model = fresh_copy(qproto, upcast=False)
+    prediction, reformats, macs = _engine_totals(model, trt)
+    if prediction is None:
+        result.notes.append("the engine could not be predicted for this model; no precisions")
+        return None, None
+    nodes = list(model.graph)
+    positions = _positions(pairing)
+    for row in result.nodes:
+        position = positions.get(row.name)
+        if position is None:
+            continue
+        layer = prediction.layer_of(nodes[position])  # type: ignore[attr-defined]
+        if layer is not None:
+            row.engine_layer = layer.name
+            row.engine_precision = str(layer.precision)
+    return reformats, macs
+
+
+def _candidates(result: CompareResult, limit: int) -> list[str]:
+    chosen: dict[str, None] = {}
+    for pair in zip(result.layer_ranking + [""] * len(result.graph_ranking),
+                    result.graph_ranking + [""] * len(result.layer_ranking), strict=False):
+        for name in pair:
+            if name and len(chosen) < limit:
+                chosen.setdefault(name, None)
+    if not chosen:  # neither view ran on anything: take the nodes in graph order
+        chosen = dict.fromkeys(n.name for n in result.nodes[:limit])
+    return list(chosen)
+
+
+def _worst_snr(errors: dict[str, Error]) -> float:
+    return min((e.metrics().snr_db for e in errors.values()), default=math.inf)
+
+
+def evaluate_what_if(result: CompareResult, qproto: onnx.ModelProto, pairing: Pairing,
+                     kept: Kept, *, fp16: bool, limit: int, trt: str,
+                     progress: bool | None) -> None:
+    """Fill ``what_if`` of the candidate rows and ``result.fallback`` (see the module doc)."""
+    base_reformats, base_macs = annotate_engine(result, qproto, pairing, trt)
+    base: dict[str, Error] = {}
+    for _feeds, fouts, qouts in kept:
+        for name in qouts:
+            base.setdefault(name, Error()).add(fouts[name], qouts[name], name)
+    base_snr = _worst_snr(base)
+    samples = sum(int(next(iter(f.values())).shape[0]) if f else 1 for f, _o, _q in kept)
+    positions = _positions(pairing)
+    by_name = {n.name: n for n in pairing.nodes}
+    candidates = [c for c in _candidates(result, limit) if c in positions]
+    with Progress("what-if", total=len(candidates), enabled=progress) as bar:
+        for name in candidates:
+            node = by_name[name]
+            weights = {w.input_index: w.original for w in node.weights if w.original is not None}
+            variant = what_if_model(qproto, positions[name], weights, upcast=fp16, fold=True)
+            session = make_session(variant)
+            outputs = list(pairing.outputs)
+            errors: dict[str, Error] = {}
+            for feeds, fouts, _qouts in kept:
+                values = run(session, feeds, outputs)
+                for out in outputs:
+                    errors.setdefault(out, Error()).add(fouts[out], values[out], out)
+            snr = _worst_snr(errors)
+            reformats_added = macs_lost = None
+            if base_reformats is not None and base_macs is not None:
+                plain = what_if_model(qproto, positions[name], weights, upcast=False)
+                _p, reformats, macs = _engine_totals(plain, trt)
+                if reformats is not None and macs is not None:
+                    reformats_added = reformats - base_reformats
+                    macs_lost = base_macs - macs
+            result.node(name).what_if = WhatIf(
+                output_snr_db=snr, snr_gain_db=_gain(snr, base_snr),
+                reformats_added=reformats_added, int8_macs_lost=macs_lost, samples=samples)
+            bar.advance()
+    gains = [(row.what_if.snr_gain_db, row.name) for row in result.nodes
+             if row.what_if is not None and row.what_if.snr_gain_db > MIN_GAIN_DB]
+    result.fallback = [name for _gain_db, name in sorted(gains, key=lambda g: (-g[0], g[1]))]
+
+
+def _gain(snr: float, base: float) -> float:
+    if math.isinf(snr) and math.isinf(base):
+        return 0.0
+    if math.isinf(snr):
+        return math.inf
+    return snr - base
+
+
+def fallback_text(result: CompareResult) -> str:
+    """The ranked fallback list as a file (format in the module docstring)."""
+    lines = [
+        "# qdqkit compare: nodes to run in float (FP16), largest output gain first",
+        f"# float {result.float_model} vs quantized {result.quant_model}; "
+        f"{result.samples} samples ({result.data})",
+        "# one ONNX node name per line; lines starting with # are comments",
+        "# use: qdqkit quantize --exclude-from FILE, or qdqkit fix",
+    ]
+    for name in result.fallback:
+        what = result.node(name).what_if
+        assert what is not None
+        cost = []
+        if what.reformats_added is not None:
+            cost.append(f"{what.reformats_added:+d} Reformat layers")
+        if what.int8_macs_lost is not None:
+            cost.append(f"{what.int8_macs_lost:,} INT8 MACs lost")
+        lines.append(f"# {what.snr_gain_db:+.2f} dB output SNR"
+                     + (f"; {', '.join(cost)}" if cost else ""))
+        lines.append(name)
+    return "\n".join(lines) + "\n"
+
+
+def write_fallback(result: CompareResult, path: str | Path,
+                   protected: tuple[Path, ...] = ()) -> Path:
+    return write_text_atomic(Path(path), fallback_text(result), protected)
+
+
+def read_fallback(path: str | Path) -> list[str]:
+    """Node names from a fallback list file (comments and blank lines skipped)."""
+    names = []
+    for line in Path(path).read_text(encoding="utf-8").splitlines():
+        text = line.strip()
+        if text and not text.startswith("#"):
+            names.append(text)
+    return names

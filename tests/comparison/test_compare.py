@@ -1,0 +1,246 @@
+"""compare: the bad layer is found in every view, the numbers match plain onnxruntime runs."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import helper
+from onnx.reference import ReferenceEvaluator
+
+from qdqkit.cli import main
+from qdqkit.comparison import compare
+from qdqkit.comparison.whatif import read_fallback
+from qdqkit.core.errors import QdqkitError
+from tests.comparison.models import float_and_quant, small_net
+
+BAD_TENSOR = "body1_relu_out"  # the input of body2, given a scale 64x too small
+BAD_NODE = "body2"
+
+
+def _data(tmp: Path, samples: int = 6, seed: int = 3) -> Path:
+    rng = np.random.default_rng(seed)
+    path = tmp / "data.npy"
+    np.save(path, rng.uniform(-1, 1, size=(samples, 3, 16, 16)).astype(np.float32))
+    return path
+
+
+def _exposed(model_path: Path, feeds: dict[str, np.ndarray], names: list[str]) -> list[np.ndarray]:
+    """Plain onnxruntime run with ``names`` added as graph outputs (no qdqkit code)."""
+    import onnxruntime as ort
+
+    model = onnx.load(model_path)
+    present = {o.name for o in model.graph.output}
+    for name in names:
+        if name not in present:
+            model.graph.output.append(helper.make_empty_tensor_value_info(name))
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    session = ort.InferenceSession(model.SerializeToString(), options,
+                                   providers=["CPUExecutionProvider"])
+    return session.run(names, feeds)
+
+
+def _snr(reference: list[np.ndarray], test: list[np.ndarray]) -> float:
+    ref = np.concatenate([r.reshape(-1) for r in reference]).astype(np.float64)
+    tst = np.concatenate([t.reshape(-1) for t in test]).astype(np.float64)
+    return 10 * math.log10(float(ref @ ref) / float((ref - tst) @ (ref - tst)))
+
+
+@pytest.fixture(scope="module")
+def bad(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path, object]:
+    tmp = tmp_path_factory.mktemp("bad")
+    fpath, qpath = float_and_quant(tmp, bad=BAD_TENSOR)
+    data = _data(tmp)
+    return fpath, qpath, data, compare(fpath, qpath, data, progress=False)
+
+
+def test_the_bad_layer_ranks_first_in_both_views_and_gains_most(bad: tuple) -> None:
+    _f, _q, _d, result = bad
+    assert result.graph_ranking[0] == BAD_NODE
+    assert result.layer_ranking[0] == BAD_NODE
+    assert result.fallback[0] == BAD_NODE
+    gains = {n.name: n.what_if.snr_gain_db for n in result.nodes if n.what_if}
+    assert gains[BAD_NODE] == max(gains.values()) and gains[BAD_NODE] > 20
+    tensor = next(t for t in result.tensors if t.name == BAD_TENSOR)
+    assert tensor.clipped_fraction > 0.2  # a scale 64x too small clips much of the tensor
+    assert min(result.tensors, key=lambda t: t.local.snr_db).name == BAD_TENSOR
+    # The cost comes from the predicted engine: the conv leaves INT8 kernels.
+    what = result.node(BAD_NODE).what_if
+    assert what.int8_macs_lost == 8 * 8 * 9 * 16 * 16 and what.reformats_added >= 1
+
+
+def test_numbers_match_plain_onnxruntime_runs_with_the_tensors_exposed(bad: tuple) -> None:
+    fpath, qpath, data, result = bad
+    samples = np.load(data)
+    names = [BAD_TENSOR, "body2_out", "logits"]
+    floats, quants = [], []
+    for i in range(len(samples)):
+        feeds = {"x": samples[i:i + 1]}
+        floats.append(_exposed(fpath, feeds, names))
+        quants.append(_exposed(qpath, feeds, names))
+    # Graph-wise error of the bad node's output and of the model output.
+    row = result.node(BAD_NODE)
+    expected = _snr([f[1] for f in floats], [q[1] for q in quants])
+    assert row.graph.snr_db == pytest.approx(expected, abs=0.01)
+    out = result.outputs[0]
+    assert out.error.snr_db == pytest.approx(_snr([f[2] for f in floats], [q[2] for q in quants]),
+                                             abs=0.01)
+    argmax = np.mean([np.argmax(f[2]) == np.argmax(q[2]) for f, q in zip(floats, quants,
+                                                                           strict=True)])
+    assert out.argmax_agreement == pytest.approx(argmax)
+    # Layer-wise: the Q/DQ model's own subgraph from the bad tensor to the conv output, fed the
+    # float model's tensor (onnx.utils.extract_model, run in onnxruntime).
+    sub = qpath.parent / "sub.onnx"
+    onnx.utils.extract_model(str(qpath), str(sub), [BAD_TENSOR], ["body2_out"])
+    local = [_exposed(sub, {BAD_TENSOR: f[0]}, ["body2_out"])[0] for f in floats]
+    assert row.local.snr_db == pytest.approx(_snr([f[1] for f in floats], local), abs=0.01)
+    # The tensor's own rounding and clipping, by the ONNX reference implementation of Q -> DQ.
+    model = onnx.load(qpath)
+    q = next(n for n in model.graph.node if n.op_type == "QuantizeLinear"
+             and n.input[0] == BAD_TENSOR)
+    inits = {i.name: onnx.numpy_helper.to_array(i) for i in model.graph.initializer}
+    scale, zero = inits[q.input[1]], inits[q.input[2]]
+    ref = ReferenceEvaluator(helper.make_model(helper.make_graph(
+        [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"]),
+         helper.make_node("DequantizeLinear", ["q", "s", "z"], ["y"])], "qdq",
+        [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, None)],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)],
+        [onnx.numpy_helper.from_array(scale, "s"), onnx.numpy_helper.from_array(zero, "z")])))
+    fake = [ref.run(None, {"x": f[0]})[0] for f in floats]
+    tensor = next(t for t in result.tensors if t.name == BAD_TENSOR)
+    assert tensor.local.snr_db == pytest.approx(_snr([f[0] for f in floats], fake), abs=0.01)
+    values = np.concatenate([f[0].reshape(-1) for f in floats])
+    clipped = np.mean(np.abs(values / scale) > 127.5)
+    assert tensor.clipped_fraction == pytest.approx(clipped, abs=1e-6)
+    assert sum(tensor.histogram.counts) == values.size
+
+
+def test_a_clean_model_has_nothing_standing_out(tmp_path: Path) -> None:
+    fpath, qpath = float_and_quant(tmp_path)
+    result = compare(fpath, qpath, _data(tmp_path), progress=False)
+    assert result.output_snr_db > 25
+    for node in result.nodes:
+        assert node.local.snr_db > 25, node.name
+        assert node.added_snr_db > 25, node.name
+        # Several similar noise sources: taking one away gains a few dB, never the 20+ dB a
+        # broken scale gives back (the bad-layer test above).
+        assert node.what_if is not None and node.what_if.snr_gain_db < 10, node.name
+    local = [n.local.snr_db for n in result.nodes]
+    assert max(local) - min(local) < 15
+    assert all(t.clipped_fraction < 0.01 for t in result.tensors)
+
+
+def test_results_do_not_depend_on_the_batch_size(bad: tuple) -> None:
+    fpath, qpath, data, result = bad
+    # The model's batch axis is fixed at 1, so re-batching goes through a dynamic-batch copy.
+    model = onnx.load(qpath)
+    fmodel = onnx.load(fpath)
+    for m, path in ((model, qpath.parent / "q_dyn.onnx"), (fmodel, qpath.parent / "f_dyn.onnx")):
+        for value in (*m.graph.input, *m.graph.output):
+            value.type.tensor_type.shape.dim[0].dim_param = "N"
+        onnx.save(m, path)
+    batched = compare(qpath.parent / "f_dyn.onnx", qpath.parent / "q_dyn.onnx", data, batch=3,
+                      what_if=0, progress=False)
+    assert batched.samples == result.samples == 6
+    for a, b in zip(batched.nodes, result.nodes, strict=True):
+        assert a.graph.snr_db == pytest.approx(b.graph.snr_db, abs=1e-3)
+        assert a.local.snr_db == pytest.approx(b.local.snr_db, abs=1e-3)
+
+
+def test_models_pair_by_structure_when_names_differ(tmp_path: Path) -> None:
+    fpath, qpath = float_and_quant(tmp_path, bad=BAD_TENSOR)
+    model = onnx.load(qpath)
+    rename = {}
+    for node in model.graph.node:
+        node.name = "q_" + node.name
+        for i, name in enumerate(node.output):
+            if name != "logits":
+                rename[name] = node.output[i] = "q_" + name
+        for i, name in enumerate(node.input):
+            node.input[i] = rename.get(name, name)
+    renamed = tmp_path / "renamed.onnx"
+    onnx.save(model, renamed)
+    result = compare(fpath, renamed, _data(tmp_path), what_if=0, progress=False)
+    assert not result.unpaired
+    assert result.layer_ranking[0] == "q_" + BAD_NODE
+    assert result.node("q_" + BAD_NODE).float_output == "body2_out"
+    assert all(w for n in result.nodes if n.op_type in ("Conv", "Gemm") for w in n.weights)
+
+
+def test_fp16_models_with_dq_only_weights_are_upcast_and_weights_paired(tmp_path: Path) -> None:
+    fpath, qpath = float_and_quant(tmp_path, style="modelopt")
+    result = compare(fpath, qpath, _data(tmp_path), what_if=0, progress=False)
+    assert result.fp16_upcast and any("fp16" in note for note in result.notes)
+    convs = [n for n in result.nodes if n.op_type in ("Conv", "Gemm")]
+    assert len(convs) == 5 and all(len(n.weights) == 1 for n in convs)
+    assert all(35 < n.weights[0].snr_db < 60 for n in convs)  # int8 per channel: ~40-45 dB
+    assert result.output_snr_db > 20
+
+
+def test_the_user_metric_hook_is_averaged_over_samples(bad: tuple) -> None:
+    fpath, qpath, data, _result = bad
+    seen = []
+
+    def top1(float_out: dict, quant_out: dict) -> float:
+        seen.append(len(float_out["logits"]))
+        return float(np.mean(np.argmax(float_out["logits"], -1) == np.argmax(quant_out["logits"], -1)))
+
+    result = compare(fpath, qpath, data, metric=top1, what_if=0, progress=False)
+    assert sum(seen) == 6
+    assert result.user_metric == pytest.approx(result.outputs[0].argmax_agreement)
+
+
+def test_mismatched_models_get_a_clear_error(tmp_path: Path) -> None:
+    fpath, qpath = float_and_quant(tmp_path)
+    other = small_net(size=32).float_model()
+    other.graph.input[0].name = "image"
+    for node in other.graph.node:
+        node.input[:] = ["image" if i == "x" else i for i in node.input]
+    onnx.save(other, tmp_path / "other.onnx")
+    narrow = small_net(channels=4).float_model()
+    onnx.save(narrow, tmp_path / "narrow.onnx")
+    with pytest.raises(QdqkitError, match=r"different inputs: .*other.onnx takes image"):
+        compare(tmp_path / "other.onnx", qpath, progress=False)
+    with pytest.raises(QdqkitError, match="has no QuantizeLinear/DequantizeLinear"):
+        compare(fpath, fpath, progress=False)
+    # Same input and names, every conv of another width: only the same-shaped fc pairs, and
+    # the report names the rest.
+    narrow_result = compare(tmp_path / "narrow.onnx", qpath, what_if=0, progress=False)
+    assert narrow_result.unpaired == ["stem", "body1", "body2", "add", "head"]
+    assert any("5 of 6 quantized nodes" in note for note in narrow_result.notes)
+    # Same input, nothing else in common.
+    lone = helper.make_model(helper.make_graph(
+        [helper.make_node("Tanh", ["x"], ["logits"], name="t")], "lone",
+        [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 3, 16, 16])],
+        [helper.make_tensor_value_info("logits", onnx.TensorProto.FLOAT, None)]),
+        opset_imports=[helper.make_opsetid("", 13)])
+    onnx.save(lone, tmp_path / "lone.onnx")
+    with pytest.raises(QdqkitError, match="no quantized node pairs"):
+        compare(tmp_path / "lone.onnx", qpath, progress=False)
+    assert main(["compare", str(tmp_path / "other.onnx"), str(qpath)]) == 2
+
+
+def test_cli_writes_json_html_and_a_fallback_list_without_touching_inputs(
+        bad: tuple, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    fpath, qpath, data, result = bad
+    before = qpath.read_bytes()
+    html, fallback = tmp_path / "r.html", tmp_path / "fallback.txt"
+    assert main(["compare", str(fpath), str(qpath), "--data", str(data), "-o", str(html),
+                 "--fallback", str(fallback), "--json"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["layer_ranking"][0] == BAD_NODE and printed["samples"] == 6
+    assert printed["nodes"][0]["graph"]["snr_db"] == pytest.approx(result.nodes[0].graph.snr_db)
+    assert "graph" not in printed or isinstance(printed["graph"], dict) is False
+    assert read_fallback(fallback) == result.fallback
+    text = fallback.read_text()
+    assert all(line.startswith("#") or line in result.fallback for line in text.splitlines())
+    assert html.read_text().startswith("<!DOCTYPE html>")
+    assert qpath.read_bytes() == before
+    assert main(["compare", str(fpath), str(qpath), "--what-if", "0"]) == 0
+    out = capsys.readouterr().out
+    assert "random values" in out and "layer-wise" in out
