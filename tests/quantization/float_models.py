@@ -98,7 +98,7 @@ def yolo(size: int = 64) -> GraphBuilder:
 
 
 def mobilenet(size: int = 32) -> GraphBuilder:
-    g = GraphBuilder("mobilenet_like", seed=3)
+    g = GraphBuilder("mobilenet_like", seed=3, opset=14)
     x = g.input("images", [1, 3, size, size])
     x = _cbr(g, x, 3, 16, stride=2, act="HardSwish")
     for cin, mid, cout in ((16, 64, 24), (24, 72, 24)):

@@ -13,7 +13,9 @@
    copies; B3) whose outputs are all read in INT8 passes INT8 through, and its inputs join its
    output's scale group: one scale for the whole Concat/SPPF/MaxPool family, calibrated on the
    union of their data (B4, C10, C11). An averaging pool or linear Resize whose output is read in
-   INT8 gets Q/DQ on its input (C9, C14), so it runs INT8 between INT8 layers.
+   INT8 gets Q/DQ on its input (C9, C14), so it runs INT8 between INT8 layers; so does every
+   input of a pointwise layer whose output is read in INT8 (C8), unless its math is precision-
+   sensitive or it holds an Add TensorRT would fuse into a conv.
 4. Network outputs are never quantized; LayerNorm, Softmax, GELU and everything after the last
    weighted op stay float because nothing asks for INT8 there (C16, C17).
 
@@ -34,11 +36,20 @@ from qdqkit.core.macs import macs_of
 from qdqkit.core.qdq import FLOAT_TYPES, QdqView, node_label
 from qdqkit.core.shapes import ValueTypes, infer_value_types
 from qdqkit.trt.placement.sizes import reads_softmax, too_small
-from qdqkit.trt.predict.fusion import GraphFacts, collect_facts, residual_owners
+from qdqkit.trt.predict.fusion import (
+    Block,
+    GraphFacts,
+    chain_root,
+    collect_facts,
+    form_blocks,
+    is_epilogue_op,
+    residual_owners,
+)
 from qdqkit.trt.predict.ops import (
     ACTIVATIONS,
     AVERAGING_POOLS,
     DATA_MOVEMENT,
+    POINTWISE,
     POOLS,
     SHAPE_OPS,
     is_default_domain,
@@ -46,10 +57,16 @@ from qdqkit.trt.predict.ops import (
 from qdqkit.trt.predict.wanted import commuting_data_index, is_commuting
 
 
+# Pointwise math that loses too much in INT8 (C17): GELU's erf/tanh, normalizations' roots and
+# powers, softmax's exponentials.
+_SENSITIVE = frozenset({"Erf", "Tanh", "Gelu", "Exp", "Log", "Sqrt", "Reciprocal", "Pow",
+                        "Softplus", "Mish"})
+
+
 # Ops a weighted op's INT8 output travels through without a float round trip: its epilogue
 # (BN, activations, bias arithmetic), copies, pools and Resize.
-_INT8_CARRIERS = DATA_MOVEMENT | POOLS | ACTIVATIONS | {
-    "BatchNormalization", "Add", "Mul", "Resize", "Upsample", "Concat",
+_INT8_CARRIERS = DATA_MOVEMENT | POOLS | (POINTWISE - _SENSITIVE) | {
+    "Resize", "Upsample", "Concat",
 }
 
 
@@ -165,18 +182,22 @@ def plan_placement(
         for add, (owner, skip) in residual_owners(facts).items():
             if owner in quantized and add not in blocked:
                 qreaders.setdefault(skip, {})[add] = None
-    _pass_through(facts, blocked, qreaders, groups, int8_ops)
+    dedicated: set[tuple[ir.Value, ir.Node]] = set()
+    _pass_through(facts, blocked, qreaders, groups, int8_ops, dedicated)
     points: list[QuantPoint] = []
     members: dict[str, dict[ir.Value, None]] = {}
     for value, readers in qreaders.items():
         root = groups.find(value)
         key = root.name or ""
         all_readers = {use.node for use in value.uses()}
-        covers_all = set(readers) == all_readers and not value.is_graph_output()
-        chosen = None if covers_all else tuple(sorted(readers, key=lambda n: facts.order[n]))
+        shared = [r for r in readers if (value, r) not in dedicated]
+        covers_all = set(shared) == all_readers and not value.is_graph_output()
+        chosen = None if covers_all else tuple(sorted(shared, key=lambda n: facts.order[n]))
         if target == "dla" and value.is_graph_output() and set(readers) == all_readers:
             chosen = None  # DLA: the network output carries a scale too
-        points.append(QuantPoint(value, chosen, key))
+        if chosen is None or chosen:
+            points.append(QuantPoint(value, chosen, key))
+        points.extend(QuantPoint(value, (r,), key) for r in readers if (value, r) in dedicated)
         members.setdefault(key, {})[value] = None
     for value in groups.parent:
         root = groups.find(value)
@@ -303,16 +324,28 @@ def _pass_through(
     qreaders: dict[ir.Value, dict[ir.Node, None]],
     groups: _Groups,
     int8_ops: list[ir.Node],
+    dedicated: set[tuple[ir.Value, ir.Node]],
 ) -> None:
-    """Step 3 of the module docstring, in reverse topological order (readers decided first)."""
+    """Step 3 of the module docstring, in reverse topological order (readers decided first).
+
+    A conv output read by an INT8 Add besides other INT8 readers gets a Q/DQ of its own for that
+    Add (same scale): with one shared Q the predictor would take the Add for a residual the conv
+    should fuse (QDQ202), which it cannot with several readers.
+    """
     passing: dict[ir.Value, set[ir.Node]] = {}
+    pointwise_last = _int8_pointwise_blocks(facts, blocked)
 
     def read_in_int8(value: ir.Value) -> bool:
         if value.is_graph_output():
             return False
         readers = {use.node for use in value.uses()}
         int8 = set(qreaders.get(value, ())) | passing.get(value, set())
-        return bool(readers) and readers <= int8
+        shapes = {r for r in readers - int8 if r.op_type in SHAPE_OPS}
+        if not readers or not readers - shapes <= int8 or readers == shapes:
+            return False
+        for reader in shapes:  # reads only the shape: it may read the DQ's output as well
+            qreaders.setdefault(value, {})[reader] = None
+        return True
 
     for node in reversed(list(facts.graph)):
         if node in blocked or node in facts.folded_nodes or not is_default_domain(node):
@@ -339,13 +372,21 @@ def _pass_through(
             if _float_data(facts, value) and value is not None:
                 qreaders.setdefault(value, {})[node] = None
                 int8_ops.append(node)
-        elif node.op_type == "Mul" and _gating_mul(facts, node):
-            # C8: a two-input pointwise op runs INT8 with DQ on every input and Q on its output;
-            # this is the squeeze-excite gate, x * sigmoid(se), whose inputs are INT8 anyway.
-            for value in node.inputs:
-                if value is not None:
-                    qreaders.setdefault(value, {})[node] = None
-            int8_ops.append(node)
+        elif node in pointwise_last:
+            # C8: a pointwise layer runs INT8 with DQ on every input and Q on its output; its
+            # inputs come from INT8 layers anyway (a squeeze-excite gate, a decomposed HardSwish).
+            block = pointwise_last[node]
+            inside = set(block.nodes)
+            for member in block.nodes:
+                external = [v for v in member.inputs if v is not None and _float_data(facts, v)
+                            and v.producer() not in inside]
+                for value in external:
+                    qreaders.setdefault(value, {})[member] = None
+                    if member.op_type == "Add" and len(external) == 2 and _conv_fed(facts, value):
+                        dedicated.add((value, member))
+                if member.op_type in ("Add", "Sub") and len(external) == 2:
+                    groups.union(external[0], external[1])  # one scale for both (C6, B4)
+            int8_ops.extend(reversed(block.nodes))
     for value in facts.graph.inputs:
         # A network input reached through commuting ops takes the Q itself: the Reformat that
         # quantizes a network input is unavoidable (B8), one past the copies is not.
@@ -355,13 +396,57 @@ def _pass_through(
     int8_ops.reverse()
 
 
-def _gating_mul(facts: GraphFacts, node: ir.Node) -> bool:
-    """A Mul of two computed float tensors that is not a SiLU (which fuses into its conv)."""
-    data = [v for v in node.inputs if v is not None]
-    if len(data) != 2 or not all(_float_data(facts, v) for v in data):
+def _int8_pointwise_blocks(facts: GraphFacts, blocked: Mapping[ir.Node, str]
+                           ) -> dict[ir.Node, Block]:
+    """Pointwise blocks (as TensorRT fuses them) that may run INT8, keyed by their last node.
+
+    Left out, so they stay float: blocks with precision-sensitive math (exp, log, erf, roots,
+    powers, divisions by computed values: GELU, LayerNorm, softmax pieces; C17), and blocks with
+    an Add that reads a conv chain, which TensorRT would otherwise fuse (QDQ202; C3, C6).
+    """
+    blocks, block_of = form_blocks(facts)
+    sensitive = {b for b in blocks if any(_sensitive(facts, n) for n in b.nodes)}
+    found: dict[ir.Node, Block] = {}
+    for block in blocks:
+        if block.weighted is not None or not all(
+            n.op_type in POINTWISE and is_default_domain(n) and n not in blocked
+            for n in block.nodes
+        ):
+            continue
+        feeders = {block_of.get(p) for n in block.nodes for v in facts.data_inputs(n)
+                   if (p := v.producer()) is not None}
+        if block in sensitive or feeders & sensitive:  # a GELU's tail is still GELU
+            continue
+        if any(n.op_type == "Add" and len(facts.data_inputs(n)) == 2
+               and any(_conv_fed(facts, v) and len(list(v.uses())) == 1
+                       for v in facts.data_inputs(n)) for n in block.nodes):
+            continue
+        found[block.last] = block
+    return found
+
+
+def _conv_fed(facts: GraphFacts, value: ir.Value) -> bool:
+    """Whether the predictor would see ``value`` as a conv chain once one Q reads all of it.
+
+    That is ``chain_root`` with the reader count of ``value`` itself ignored: a Q/DQ covering
+    every reader leaves the chain with the single reader the predictor asks for (QDQ202).
+    """
+    if len(list(value.uses())) == 1 and not value.is_graph_output():
+        return chain_root(facts, value) is not None
+    producer = value.producer()
+    if producer is None:
         return False
-    for a, b in ((data[0], data[1]), (data[1], data[0])):
-        producer = b.producer()
-        if producer is not None and producer.op_type == "Sigmoid" and producer.inputs[0] is a:
-            return False
-    return True
+    if producer in facts.weighted:
+        return True
+    data = facts.data_inputs(producer)
+    if len(data) == 1 and is_epilogue_op(facts, producer, data[0]):
+        return chain_root(facts, data[0]) is not None
+    return False
+
+
+def _sensitive(facts: GraphFacts, node: ir.Node) -> bool:
+    if node.op_type in _SENSITIVE:
+        return True
+    if node.op_type == "Div":
+        return len(node.inputs) > 1 and not facts.is_constant(node.inputs[1])
+    return False
