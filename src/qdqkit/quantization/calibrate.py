@@ -82,11 +82,11 @@ def calibrate_groups(
             observers[name].update(array)
         del tensors  # one batch of activations in memory at a time
         first = next(iter(feeds.values()), None)
-        seen = int(first.shape[0]) if first is not None and first.ndim else 1
-        samples += seen
+        in_batch = int(first.shape[0]) if first is not None and first.ndim else 1
+        samples += in_batch
         count += 1
         if on_batch is not None:
-            on_batch(seen)
+            on_batch(in_batch)
     skipped = set(runner.skipped)
     group_scales: dict[str, float] = {}
     records: list[TensorScale] = []

@@ -46,7 +46,6 @@ from qdqkit.trt.predict.fusion import (
     residual_owners,
 )
 from qdqkit.trt.predict.ops import (
-    ACTIVATIONS,
     AVERAGING_POOLS,
     DATA_MOVEMENT,
     POINTWISE,
@@ -55,7 +54,6 @@ from qdqkit.trt.predict.ops import (
     is_default_domain,
 )
 from qdqkit.trt.predict.wanted import commuting_data_index, is_commuting
-
 
 # Pointwise math that loses too much in INT8 (C17): GELU's erf/tanh, normalizations' roots and
 # powers, softmax's exponentials.
@@ -280,7 +278,7 @@ def _zero_pad(pad: ir.Node) -> bool:
         return False
     if len(pad.inputs) > 2 and pad.inputs[2] is not None:
         fill = constant_array(pad.inputs[2])
-        if fill is None or fill.size and float(fill.reshape(-1)[0]) != 0.0:
+        if fill is None or (fill.size and float(fill.reshape(-1)[0]) != 0.0):
             return False
     if len(pad.inputs) > 1 and pad.inputs[1] is not None:
         pads = constant_array(pad.inputs[1])
