@@ -45,7 +45,11 @@ from qdqkit.trt.versions import TARGETS, normalize_trt_version
 
 HIGH_PRECISIONS = ("fp16", "fp32")
 FP16_OPSET = 19  # Q/DQ take and give float16 from opset 19 on
-_PLACEMENT_CODES = ("QDQ1", "QDQ2", "QDQ3", "QDQ404", "QDQ405", "QDQ407")
+DLA_TRANSLATE_FLAGS = (
+    "--infer_mul_scales --infer_concat_scales --infer_average_pool_scales "
+    "--add_unary_ew_scales_for_dla --addtl_ops_to_infer_adjacent_scales BatchNormalization "
+    "HardSwish HardSigmoid"
+)
 
 
 def quantize(
@@ -174,7 +178,9 @@ def trtexec_line(output: Path, trt: str, target: str) -> str:
     if target == "dla":
         folder = output.with_name(output.stem + "_dla")
         base = folder / output.stem
-        return (f"qdqkit translate -i {output} -o {folder} && trtexec "
+        # The propagation flags carry each fused layer's scale to the tensors inside it (SiLU,
+        # HardSwish, the conv branch of a residual Add), so the cache covers every layer.
+        return (f"qdqkit translate -i {output} -o {folder} {DLA_TRANSLATE_FLAGS} && trtexec "
                 f"--onnx={base}_noqdq.onnx --calib={base}_precision_config_calib.cache --int8 "
                 "--fp16 --useDLACore=0 --allowGPUFallback --precisionConstraints=prefer "
                 f"--layerPrecisions=$(cat {base}_precision_config_layer_arg.txt)")
@@ -198,11 +204,15 @@ def _load(
 
 
 def _normalized(proto: onnx.ModelProto) -> onnx.ModelProto:
-    """Constant-node weights as initializers, initializers no longer listed as inputs."""
+    """Constant-node weights as initializers (initializers no longer listed as inputs), and
+    constant Reshape/Transpose chains on weights computed ahead, so every weight is stored."""
     from qdqkit.passes.constants_to_initializers import ConstantsToInitializers
+    from qdqkit.passes.fold_weight_path import FoldWeightReshapeTranspose
 
     model = ir.from_proto(proto)
-    if ConstantsToInitializers()(model).modified:
+    moved = ConstantsToInitializers()(model).modified
+    folded = FoldWeightReshapeTranspose()(model).modified
+    if moved or folded:
         model.ir_version = max(model.ir_version or 0, 7)
         return ir.serde.serialize_model(model)
     return proto

@@ -297,7 +297,10 @@ def _float_data(facts: GraphFacts, value: ir.Value | None) -> bool:
 def _everywhere(
     facts: GraphFacts, blocked: Mapping[ir.Node, str], qreaders: dict[ir.Value, dict[ir.Node, None]]
 ) -> None:
-    """DLA (I2): a scale on every float tensor that a runnable node reads or the network outputs."""
+    """DLA (I2): a scale on every float tensor that a runnable node reads or the network outputs,
+    except tensors inside a fused layer (a conv's BN/activation/residual epilogue): Q/DQ there
+    would break the fusion the GPU fallback needs, and ``translate`` carries the layer's scale."""
+    _, block_of = form_blocks(facts)
     for node in facts.graph:
         if node in blocked or node.op_type in SHAPE_OPS or node in facts.folded_nodes:
             continue
@@ -308,7 +311,9 @@ def _everywhere(
                 continue
             if _float_data(facts, value) and value is not None:
                 producer = value.producer()
-                if producer is None or producer not in blocked:
+                inside = producer is not None and block_of.get(producer) is not None and (
+                    block_of.get(producer) is block_of.get(node))
+                if (producer is None or producer not in blocked) and not inside:
                     qreaders.setdefault(value, {})[node] = None
     for value in facts.graph.outputs:
         producer = value.producer()
