@@ -24,6 +24,7 @@ import numpy as np
 import onnx_ir as ir
 
 from qdqkit.core.qdq import node_label
+from qdqkit.core.shapes import fill_value_types
 
 FP16_MAX = 65504.0
 _F16, _F32 = ir.DataType.FLOAT16, ir.DataType.FLOAT
@@ -45,6 +46,7 @@ class Float16Remainder(ir.passes.InPlacePass):
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         graph = model.graph
+        fill_value_types(model)  # every value's type must be known to decide its casts
         keep = {node: why for node in graph if (why := self._fp32_reason(node)) is not None}
         self.kept_fp32 = {node_label(n): why for n, why in keep.items()}
         taken = _taken_names(graph)
@@ -54,10 +56,11 @@ class Float16Remainder(ir.passes.InPlacePass):
             target = _F32 if node in keep or _quantizes_input(node) else _F16
             fixed = _FLOAT32_ONLY_INPUTS.get(node.op_type, ())
             for index, value in enumerate(node.inputs):
-                if value is None or value.dtype not in (_F16, _F32):
+                dtype = _dtype(value)
+                if value is None or dtype not in (_F16, _F32):
                     continue
                 wanted = _F32 if index in fixed else target
-                if value.dtype == wanted:
+                if dtype == wanted:
                     continue
                 if value.const_value is not None and not value.is_graph_input():
                     replacement = _constant_as(graph, taken, value, wanted, constants)
@@ -91,7 +94,7 @@ class Float16Remainder(ir.passes.InPlacePass):
         for value in [*node.inputs, *node.outputs]:
             if value is None:
                 continue
-            if value.const_value is not None and value.dtype == _F32:
+            if value.const_value is not None and _dtype(value) == _F32:
                 array = value.const_value.numpy()
                 if array.size and float(np.max(np.abs(array))) > FP16_MAX:
                     return f"constant '{value.name}' exceeds the FP16 range (65504)"
@@ -121,7 +124,20 @@ def _retype_node(node: ir.Node) -> None:
         return  # its output is integer
     for value in node.outputs:
         if value.dtype == _F32:
-            value.dtype = _F16
+            _set_dtype(value, _F16)
+
+
+def _dtype(value: ir.Value | None) -> ir.DataType | None:
+    if value is None:
+        return None
+    if value.dtype is None and value.const_value is not None:
+        return value.const_value.dtype
+    return value.dtype
+
+
+def _set_dtype(value: ir.Value, dtype: ir.DataType) -> None:
+    # A fresh type: values may share one TensorType object, and setting ``dtype`` mutates it.
+    value.type = ir.TensorType(dtype)
 
 
 def _narrowed(tensor: ir.TensorProtocol) -> ir.Tensor:
@@ -139,7 +155,7 @@ def _constant_as(
         name = _unique(taken, f"{value.name}_{'fp16' if dtype == _F16 else 'fp32'}")
         copy = ir.Value(name=name, const_value=ir.Tensor(array, name=name))
         copy.shape = value.shape
-        copy.dtype = dtype
+        _set_dtype(copy, dtype)
         graph.register_initializer(copy)
         done[key] = copy
     return done[key]
@@ -155,7 +171,7 @@ def _cast(
         node = ir.Node("", "Cast", [value], attributes=[ir.AttrInt64("to", dtype)],
                        name=_unique(taken, f"{value.name}_to_{tag}"))
         node.outputs[0].name = _unique(taken, f"{value.name}_{tag}")
-        node.outputs[0].dtype = dtype
+        _set_dtype(node.outputs[0], dtype)
         node.outputs[0].shape = value.shape
         producer = value.producer()
         if producer is not None:
@@ -174,7 +190,7 @@ def _cast_output(graph: ir.Graph, taken: set[str], value: ir.Value) -> ir.Value:
                    name=_unique(taken, f"{name}_to_fp32"))
     out = node.outputs[0]
     out.name = name
-    out.dtype = _F32
+    _set_dtype(out, _F32)
     out.shape = value.shape
     graph.append(node)
     return out

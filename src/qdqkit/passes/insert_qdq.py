@@ -118,7 +118,7 @@ class InsertQdq(ir.passes.InPlacePass):
                            name=names.new(f"{base}_from_float"))
             nodes.append(back)
             result = back.outputs[0]
-        result.type, result.shape = value.type, value.shape
+        result.type, result.shape = _own_type(value), value.shape
         for use in uses:
             use.node.replace_input_with(use.idx, result)
         producer = value.producer()
@@ -173,7 +173,7 @@ class InsertQdq(ir.passes.InPlacePass):
             dq = _node("DequantizeLinear", [quantized, scale], names, base, "DQ", "dq", axis_attr)
             nodes = [dq]
         result = dq.outputs[0]
-        result.type = weight.type
+        result.type = _own_type(weight)
         result.shape = weight.shape
         node.replace_input_with(index, result)
         graph.insert_before(node, nodes)
@@ -182,6 +182,11 @@ class InsertQdq(ir.passes.InPlacePass):
             # The int8 copy replaces the float weight, which nothing reads any more.
             graph.initializers.pop(weight.name or "", None)
         self.quantized_weights += 1
+
+
+def _own_type(value: ir.Value) -> ir.TypeProtocol | None:
+    """A copy of ``value``'s type: a shared type object would change with the other value's."""
+    return ir.TensorType(value.dtype) if value.dtype is not None else None
 
 
 def _float_constant(value: ir.Value | None) -> np.ndarray | None:
