@@ -237,3 +237,19 @@ def test_per_tensor_weights_use_one_scale() -> None:
     conv = next(n for n in model.graph if n.op_type == "Conv")
     dq = conv.inputs[1].producer()
     assert dq is not None and is_dequantize(dq) and dq.inputs[1].const_value.numpy().ndim == 0
+
+
+def test_external_data_and_the_large_model_path(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import qdqkit.core.activations as activations
+
+    builder = resnet()
+    source = tmp_path / "m.onnx"
+    onnx.save(builder.proto(), source, save_as_external_data=True,
+              all_tensors_to_one_file=True, location="m.data", size_threshold=0)
+    batches = calibration_batches(builder, 2)
+    whole = quantize(source, batches, trt="10", output=tmp_path / "q.onnx")
+    assert whole.lint_errors == 0 and (tmp_path / "q.onnx").exists()
+    # Beyond protobuf's 2 GB the calibration model is saved with external data and run by path.
+    monkeypatch.setattr(activations, "PROTOBUF_LIMIT_BYTES", 1000)
+    large = quantize(source, batches, trt="10")
+    assert [t.scale for t in large.tensors] == [t.scale for t in whole.tensors]

@@ -13,14 +13,17 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
 import onnx_ir as ir
 
 from qdqkit.core.errors import QdqkitError
+from qdqkit.core.model_io import PROTOBUF_LIMIT_BYTES, model_size_bytes
 from qdqkit.core.numerics import make_session, run
 from qdqkit.core.observers import TensorObserver
 from qdqkit.core.qdq import node_label
@@ -99,9 +102,20 @@ class ActivationRunner:
         self.blocked_nodes = tuple(node_label(n) for n in graph if n in blocked)
         self.input_names = tuple(v.name for v in graph.inputs if v.name not in graph.initializers)
         self.session = None
+        self._folder: tempfile.TemporaryDirectory[str] | None = None
         if self.observed:
             _keep_only(graph, [values[name] for name in self.observed])
-            self.session = make_session(graph_model, threads=threads)
+            self.session = self._session(graph_model, threads)
+
+    def _session(self, model: ir.Model, threads: int) -> Any:
+        """A session for ``model``; one too large for a protobuf message is saved with its weights
+        beside it in a private folder, which onnxruntime then reads by path."""
+        if model_size_bytes(model) < PROTOBUF_LIMIT_BYTES:
+            return make_session(model, threads=threads)
+        self._folder = tempfile.TemporaryDirectory(prefix="qdqkit-calibration-")
+        path = Path(self._folder.name) / "model.onnx"
+        ir.save(model, path, external_data="model.onnx.data")
+        return make_session(path, threads=threads)
 
     def run(
         self, batches: Iterable[Mapping[str, np.ndarray]]

@@ -199,8 +199,12 @@ def _load(
         copy.CopyFrom(model)
         return "<in-memory model>", copy, None
     path = Path(model)
-    loaded = load_model(path)  # checks the file and keeps external data inside its folder
-    return str(path), ir.serde.serialize_model(loaded), path
+    load_model(path, lazy_weights=True)  # vets the file; external data stays inside its folder
+    try:
+        proto = onnx.load(path)  # external data read in: the model is rewritten whole
+    except Exception as exc:
+        raise QdqkitError(f"{path}: cannot be read as an ONNX model ({exc})") from None
+    return str(path), proto, path
 
 
 def _normalized(proto: onnx.ModelProto) -> onnx.ModelProto:
