@@ -253,3 +253,32 @@ def test_external_data_and_the_large_model_path(tmp_path: Path, monkeypatch) -> 
     monkeypatch.setattr(activations, "PROTOBUF_LIMIT_BYTES", 1000)
     large = quantize(source, batches, trt="10")
     assert [t.scale for t in large.tensors] == [t.scale for t in whole.tensors]
+
+
+def test_a_numpy_forward_lets_calibration_pass_a_plugin() -> None:
+    g = GraphBuilder("hosted", seed=0)
+    g.use_domain("trt.plugins", 1)
+    x = g.input("x", [1, 16, 8, 8])
+    y = g.node("Relu", [g.conv(x, 16, 16, weight="float", name="c1")], out="before")
+    g.nodes.append(onnx.helper.make_node("Double", [y], ["after"], domain="trt.plugins",
+                                         name="double", factor=2.0))
+    g.conv("after", 16, 16, weight="float", name="c2")
+    g.output(g.nodes[-1].output[0], [1, 16, 8, 8])
+    batches = calibration_batches(g, 3)
+    without = quantize(g.proto(), batches, trt="10", method="max")
+    assert [w.quantized for w in without.weighted] == [True, False]  # c2 is after the plugin
+    calls = []
+
+    def double(x: np.ndarray, factor: float) -> np.ndarray:
+        calls.append(x.shape)
+        return x * factor
+
+    hosted = quantize(g.proto(), batches, trt="10", method="max", custom_ops={"Double": double})
+    assert len(calls) == 3 and all(w.quantized for w in hosted.weighted)
+    assert "numpy forward" in hosted.float_nodes["double"]
+    from qdqkit.core.activations import ActivationRunner
+
+    runner = ActivationRunner(g.proto(), ["before"])
+    before = max(float(np.abs(out["before"]).max()) for out in runner.run(batches))
+    scales = {t.tensor: t.scale for t in hosted.tensors}
+    assert scales["after"] == pytest.approx(2 * before / 127, rel=1e-6)

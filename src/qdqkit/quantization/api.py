@@ -24,6 +24,7 @@ from qdqkit.core.atomic import output_set
 from qdqkit.core.calibration import DEFAULT_PERCENTILE, METHODS
 from qdqkit.core.data import DataSource, open_data
 from qdqkit.core.errors import QdqkitError
+from qdqkit.core.host_ops import HostForward
 from qdqkit.core.images import Preprocess
 from qdqkit.core.model_io import load_model, stage_model
 from qdqkit.core.progress import Progress
@@ -70,9 +71,14 @@ def quantize(
     preprocess: Preprocess | None = None,
     seed: int = 0,
     progress: bool | None = False,
+    custom_ops: Mapping[str, HostForward] | None = None,
 ) -> QuantizeResult:
     """Quantize ``model`` on ``data`` (any iterable of ``{input name: array}``, a file, a folder,
     or ``"random"``); with ``output``, write ``output`` and ``<output stem>.quant.json``.
+
+    ``custom_ops`` maps an op type (or ``"domain::op_type"``) onnxruntime cannot run to a numpy
+    ``forward(*inputs, **attributes)``: such nodes stay float, but what follows them is
+    calibrated instead of being left float too.
     """
     start = time.perf_counter()
     trt = normalize_trt_version(trt)
@@ -101,14 +107,15 @@ def quantize(
                                  preprocess=preprocess, seed=seed)
     quantized = ir.from_proto(proto)
     types = infer_value_types(quantized)
-    blocked = unrunnable_nodes(quantized, {f.domain for f in proto.functions})
+    blocked = unrunnable_nodes(quantized, {f.domain for f in proto.functions}, custom_ops)
     placement = plan_placement(quantized, target=target, exclude=exclude, blocked=blocked,
                                types=types)
     groups = {name: [v.name or "" for v in members] for name, members in placement.groups.items()}
     watch = _float_tensors(quantized, types) if fp16 else []
     with Progress("calibrating", total=calibration_data.total_samples, enabled=progress) as bar:
         calibrated = calibrate_groups(proto, groups, calibration_data, method=method,
-                                      percentile=percentile, watch=watch, on_batch=bar.advance)
+                                      percentile=percentile, watch=watch, on_batch=bar.advance,
+                                      forwards=custom_ops)
     if calibrated.samples == 0:
         raise QdqkitError(f"{calibration_data.description}: no calibration samples; give data")
     scales = calibrated.group_scales

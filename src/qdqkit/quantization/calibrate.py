@@ -20,6 +20,7 @@ import onnx
 
 from qdqkit.core.activations import ActivationRunner
 from qdqkit.core.calibration import TensorCalibration, calibrate, clipped_fraction
+from qdqkit.core.host_ops import HostForward
 from qdqkit.core.observers import TensorObserver, merged
 
 
@@ -67,10 +68,12 @@ def calibrate_groups(
     percentile: float,
     watch: Sequence[str] = (),
     on_batch: Callable[[int], None] | None = None,
+    forwards: Mapping[str, HostForward] | None = None,
 ) -> Calibrated:
     """Observe ``groups``' tensors (and the ranges of ``watch``) over ``batches``; scale groups."""
     quantized = list(dict.fromkeys(name for members in groups.values() for name in members))
-    runner = ActivationRunner(model, [*quantized, *(w for w in watch if w not in groups)])
+    runner = ActivationRunner(model, [*quantized, *(w for w in watch if w not in groups)],
+                              forwards=forwards)
     histogram = method != "max"
     wanted = set(quantized)
     observers = {name: TensorObserver(name, histogram=histogram and name in wanted)

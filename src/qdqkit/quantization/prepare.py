@@ -12,11 +12,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import onnx
 import onnx_ir as ir
 
 from qdqkit.core.activations import ORT_DOMAINS
 from qdqkit.core.errors import QdqkitError
+from qdqkit.core.host_ops import HostForward, forward_for
 from qdqkit.core.qdq import is_qdq, node_label
 
 MIN_OPSET = 13
@@ -76,16 +79,29 @@ def _blocking_op(proto: onnx.ModelProto, message: str) -> str:
     return ""
 
 
-def unrunnable_nodes(model: ir.Model, local_domains: set[str]) -> dict[ir.Node, str]:
-    """Nodes onnxruntime cannot run and their downstream, with why they stay float (rule 3)."""
+def unrunnable_nodes(
+    model: ir.Model, local_domains: set[str], forwards: Mapping[str, HostForward] | None = None
+) -> dict[ir.Node, str]:
+    """Nodes onnxruntime cannot run and their downstream, with why they stay float (rule 3).
+
+    A custom node with a numpy forward in ``forwards`` stays float itself, but what follows it is
+    calibrated through the forward.
+    """
     blocked: dict[ir.Node, str] = {}
+    hosted: set[ir.Node] = set()
     for node in model.graph:
         if node.domain not in ORT_DOMAINS and node.domain not in local_domains:
+            if forward_for(node, forwards or {}) is not None:
+                hosted.add(node)
+                blocked[node] = (f"{node.domain}::{node.op_type} is a plugin: left float and "
+                                 "untouched (calibrated through its numpy forward)")
+                continue
             blocked[node] = (f"{node.domain}::{node.op_type} is not an onnxruntime operator "
                              "(a TensorRT plugin): left float and untouched")
             continue
         upstream = next((blocked[v.producer()] for v in node.inputs  # type: ignore[index]
-                         if v is not None and v.producer() in blocked), None)
+                         if v is not None and v.producer() in blocked
+                         and v.producer() not in hosted), None)
         if upstream is not None:
             source = upstream if upstream.startswith("after ") else None
             blocked[node] = source or f"after a node onnxruntime cannot run ({upstream.split(' ')[0]})"
