@@ -6,6 +6,8 @@
    channels on the other side, or a grouped conv with 8-aligned outputs and a kernel of 3 or more.
    A Gemm/MatMul with a reduction depth K or an output width N below 16 stays float. These are
    the thresholds ModelOpt measured: below them the Q/DQ Reformats cost more than INT8 saves.
+   The policy applies them only where the Q would stand alone (see ``policy``): a small layer
+   fed by an INT8 layer gets its Q fused for free, and float would cost a Reformat instead.
 2. Decode arithmetic: a weighted op reading a Softmax (through copies) is a softmax expectation,
    the DFL box decode of anchor-free detectors (a 1x1 conv with the constant weights 0..n-1), or
    an attention-probability product: its input lives in [0, 1] with a few dominant values,
