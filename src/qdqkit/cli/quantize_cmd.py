@@ -43,6 +43,10 @@ def register(subparsers: Any) -> None:
                          "(repeatable, or comma-separated)")
     options.add_argument("--per-tensor-weights", action="store_true",
                          help="one scale per weight instead of one per output channel")
+    options.add_argument("--smooth-quant", nargs="?", type=float, const=0.5, default=None,
+                         metavar="ALPHA",
+                         help="MatMul models: move activation outliers of LayerNorm/Linear "
+                         "outputs into the next weights, exactly (alpha default 0.5)")
     add_groups(parser, TRT, TARGET, JSON)
     parser.set_defaults(run=run)
 
@@ -67,6 +71,7 @@ def run(args: argparse.Namespace) -> int:
         shapes=parse_shapes(calib.shapes) if calib.shapes else None,
         preprocess=parse_preprocess(calib.preprocess) if calib.preprocess else None,
         seed=calib.seed, progress=None if not as_json else False,
+        smooth_quant=args.smooth_quant,
     )
     if as_json:
         print_json(result)
@@ -113,6 +118,10 @@ def render(result: Any) -> str:
     if result.fp32_nodes:
         lines += ["", f"{len(result.fp32_nodes)} nodes kept FP32 in the FP16 remainder:"]
         lines += [f"  {name}: {why}" for name, why in list(result.fp32_nodes.items())[:_SHOWN]]
+    smoothed = result.calibration.get("smoothed") or []
+    if smoothed:
+        lines += ["", f"SmoothQuant (alpha {result.options['smooth_quant']}): "
+                  f"{len(smoothed)} tensors rescaled into their readers' weights"]
     for warning in result.warnings:
         lines += ["", f"warning: {warning}"]
     lines += ["", "build it:", f"  {result.trtexec}"]

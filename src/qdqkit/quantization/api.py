@@ -72,13 +72,16 @@ def quantize(
     seed: int = 0,
     progress: bool | None = False,
     custom_ops: Mapping[str, HostForward] | None = None,
+    smooth_quant: float | None = None,
 ) -> QuantizeResult:
     """Quantize ``model`` on ``data`` (any iterable of ``{input name: array}``, a file, a folder,
     or ``"random"``); with ``output``, write ``output`` and ``<output stem>.quant.json``.
 
     ``custom_ops`` maps an op type (or ``"domain::op_type"``) onnxruntime cannot run to a numpy
     ``forward(*inputs, **attributes)``: such nodes stay float, but what follows them is
-    calibrated instead of being left float too.
+    calibrated instead of being left float too. ``smooth_quant`` (alpha, e.g. 0.5) migrates
+    activation outliers of LayerNorm/Linear outputs into the weights of the MatMuls that read
+    them (``quantization.smooth``; one more pass over the data).
     """
     start = time.perf_counter()
     trt = normalize_trt_version(trt)
@@ -110,6 +113,16 @@ def quantize(
     blocked = unrunnable_nodes(quantized, {f.domain for f in proto.functions}, custom_ops)
     placement = plan_placement(quantized, target=target, exclude=exclude, blocked=blocked,
                                types=types)
+    smoothed: list[dict[str, Any]] = []
+    if smooth_quant is not None:
+        if not 0.0 <= smooth_quant <= 1.0:
+            raise QdqkitError(f"the SmoothQuant alpha must be in [0, 1], not {smooth_quant}")
+        from qdqkit.quantization.smooth import smooth
+
+        smoothed = smooth(quantized, proto, set(placement.quantized_weighted), calibration_data,
+                          smooth_quant)
+        if smoothed:
+            proto = ir.serde.serialize_model(quantized)
     groups = {name: [v.name or "" for v in members] for name, members in placement.groups.items()}
     watch = _float_tensors(quantized, types) if fp16 else []
     with Progress("calibrating", total=calibration_data.total_samples, enabled=progress) as bar:
@@ -142,11 +155,11 @@ def quantize(
         "high_precision": high_precision if trt == "11" else "fp16 (--fp16 builder flag)",
         "float_remainder": "fp16" if fp16 else "fp32", "exclude": list(exclude),
         "per_tensor_weights": per_tensor_weights, "batch": calibration_data.batch,
-        "calib_limit": calib_limit,
+        "calib_limit": calib_limit, "smooth_quant": smooth_quant,
     }
     calibration = {
         "data": calibration_data.description, "random": calibration_data.is_random,
-        "samples": calibrated.samples, "batches": calibrated.batches,
+        "samples": calibrated.samples, "batches": calibrated.batches, "smoothed": smoothed,
     }
     _stamp(quantized, options, calibration)
     linted = lint(quantized, trt=trt, target=target)
