@@ -1,11 +1,12 @@
 """SmoothRescale: move activation outliers into the weights, exactly (SmoothQuant).
 
 Rules:
-1. For a normalization (LayerNormalization, or a Linear: MatMul with a constant weight plus an
-   optional constant bias Add) whose output X is read only by MatMul/Gemm with constant weights
-   (on input B, not transposed), channel j of X is divided by ``s_j`` and row j of every reader's
-   weight multiplied by ``s_j``: LayerNorm's scale and bias (or the Linear's weight columns and
-   bias) are divided by ``s``. ``X' W' = (X / s)(s W) = X W``: the float model computes the same.
+1. For a normalization (LayerNormalization, the ``x * gamma + beta`` end of a decomposed one, or
+   a Linear: MatMul with a constant weight plus an optional constant bias Add) whose output X is
+   read only by MatMul/Gemm with constant weights (on input B, not transposed), channel j of X is
+   divided by ``s_j`` and row j of every reader's weight multiplied by ``s_j``: gamma and beta
+   (or the Linear's weight columns and bias) are divided by ``s``. ``(X / s)(s W) = X W``: the
+   float model computes the same.
 2. A factor is applied only where it is finite and positive; others become 1.
 """
 
@@ -65,7 +66,11 @@ def _source_constants(source: ir.Node) -> list[tuple[ir.Node, int]]:
                         if v is not None and v.const_value is None)
         assert producer is not None
         node = producer
-    found.append((node, 1))
+    constants = [i for i, v in enumerate(node.inputs) if v is not None and v.const_value is not None]
+    if node.op_type == "Mul":  # x * gamma: gamma is per channel
+        found += [(node, i) for i in constants]
+    else:  # a MatMul: its weight's columns are the output channels
+        found.append((node, 1))
     return found
 
 

@@ -1,8 +1,9 @@
 """SmoothQuant for MatMul models: per-channel factors from one pass over the data.
 
 1. Candidates: a tensor X read only by quantized MatMuls (X on input A, a constant 2-D weight B)
-   or Gemms (no transposes), produced by a LayerNormalization with constant scale/bias or by a
-   Linear (MatMul with a constant weight, optionally plus a constant bias).
+   or Gemms (no transposes), produced by a LayerNormalization with constant scale/bias, by the
+   ``x * gamma + beta`` end of a decomposed one, or by a Linear (MatMul with a constant weight,
+   optionally plus a constant bias).
 2. One streaming pass records max|X_j| per channel j (the last axis). With the largest |W_j,:|
    over the readers' weight rows, ``s_j = max|X_j|^alpha / max|W_j|^(1 - alpha)`` (SmoothQuant,
    alpha 0.5 by default): outlier channels shrink, their weight rows grow.
@@ -50,12 +51,21 @@ def _source(value: ir.Value) -> ir.Node | None:
         matmul = data[0].producer()  # type: ignore[assignment]
         if matmul is None or len(list(data[0].uses())) != 1:
             return None
+        if matmul.op_type == "Mul" and _channel_scale(matmul):
+            return producer  # x * gamma + beta: a decomposed LayerNorm's affine end
     if matmul.op_type != "MatMul" or matmul.inputs[1] is None:
         return None
     weight = matmul.inputs[1]
     if weight.const_value is None or len(weight.const_value.shape) != 2:
         return None
     return producer
+
+
+def _channel_scale(mul: ir.Node) -> bool:
+    """``Mul(x, gamma)`` with one computed input and a constant 1-D (per-channel) gamma."""
+    consts = [v for v in mul.inputs if v is not None and v.const_value is not None]
+    data = [v for v in mul.inputs if v is not None and v.const_value is None]
+    return len(consts) == 1 and len(data) == 1 and len(consts[0].const_value.shape) == 1  # type: ignore[union-attr]
 
 
 def smoothing_candidates(model: ir.Model, quantized: set[ir.Node]
