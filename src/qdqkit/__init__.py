@@ -22,6 +22,7 @@ _API = {
     "translate_model": "qdqkit.translation.api:translate_model",
     "TranslateOptions": "qdqkit.translation.api:TranslateOptions",
     "verify": "qdqkit.verification:verify",
+    "quantize": "qdqkit.quantization:quantize",
     "read_engine_graph": "qdqkit.trt.engine_json:read_engine_graph",
     "report_engine": "qdqkit.engine.report:report_engine",
     "draw_engine": "qdqkit.engine.draw:draw_engine",

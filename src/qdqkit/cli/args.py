@@ -48,14 +48,16 @@ class TrtArgs(ArgGroup[str]):
     (see ``qdqkit.trt.versions``); the parsed value is always one of ``TRT_VERSIONS``.
     """
 
-    def __init__(self, applies_to: str = "") -> None:
+    def __init__(self, applies_to: str = "", default: str = "8.6") -> None:
         self.applies_to = applies_to  # e.g. " .onnx sides" when only some inputs are predicted
+        self.default = default
 
     def add_to(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument(
-            "--trt", default="8.6", type=trt_version, metavar="{" + ",".join(TRT_VERSIONS) + "}",
-            help=f"TensorRT version to predict{self.applies_to} for: 8.6 (the default; any 8.x or "
-            "9.x), 10, or 11 (strongly typed); 10.3 and trt10 are read as 10",
+            "--trt", default=self.default, type=trt_version,
+            metavar="{" + ",".join(TRT_VERSIONS) + "}",
+            help=f"TensorRT version to predict{self.applies_to} for: 8.6 (any 8.x or 9.x), 10, "
+            f"or 11 (strongly typed); 10.3 and trt10 are read as 10 (default {self.default})",
         )
 
     def parse(self, args: argparse.Namespace) -> str:
@@ -166,6 +168,50 @@ class DataArgs(ArgGroup[DataOptions]):
 
     def parse(self, args: argparse.Namespace) -> DataOptions:
         return DataOptions(inputs=args.inputs, samples=int(args.samples), seed=int(args.seed))
+
+
+@dataclass(frozen=True)
+class CalibOptions:
+    """Calibration data as the user gave it; ``qdqkit.core.data.open_data`` reads it."""
+
+    calib: str | None
+    preprocess: str | None
+    shapes: str | None
+    batch: int | None
+    limit: int | None
+    seed: int
+
+
+class CalibArgs(ArgGroup[CalibOptions]):
+    """``--calib DATA``, ``--preprocess SPEC``, ``--shapes SPEC``, ``--batch N``, ``--calib-limit N``.
+
+    The calibration data of ``quantize`` (and ``compare`` next): a .npy, a .npz, a folder of
+    them or of images, or ``random``. Specs stay strings here; ``qdqkit.core.data_specs`` parses
+    them, so building the parser imports nothing heavy.
+    """
+
+    def add_to(self, parser: argparse.ArgumentParser) -> None:
+        group = parser.add_argument_group("calibration data")
+        group.add_argument("--calib", metavar="DATA",
+                           help=".npy (one input, samples on axis 0), .npz (keys = input names), a "
+                           "folder of them or of images (with --preprocess), or 'random' "
+                           "(meaningless scales, recorded as such)")
+        group.add_argument("--preprocess", metavar="SPEC",
+                           help="image preprocessing, e.g. 'size=224x224,mean=0.485/0.456/0.406,"
+                           "std=0.229/0.224/0.225,order=RGB,layout=NCHW,scale=1/255'")
+        group.add_argument("--shapes", metavar="SPEC",
+                           help="input shapes for random data with dynamic dimensions, e.g. "
+                           "'images:1x3x640x640'")
+        group.add_argument("--batch", type=int, metavar="N",
+                           help="samples per inference (default: the model's batch, else 1)")
+        group.add_argument("--calib-limit", type=int, metavar="N",
+                           help="use at most N samples")
+        group.add_argument("--seed", type=int, default=0, metavar="S",
+                           help="seed of random data (default 0)")
+
+    def parse(self, args: argparse.Namespace) -> CalibOptions:
+        return CalibOptions(args.calib, args.preprocess, args.shapes, args.batch,
+                            args.calib_limit, int(args.seed))
 
 
 def add_groups(parser: argparse.ArgumentParser, *groups: ArgGroup[Any]) -> None:

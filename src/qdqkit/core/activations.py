@@ -5,7 +5,9 @@
    observed. The caller's model is never changed.
 2. Nodes onnxruntime cannot run (a custom domain, e.g. TensorRT plugins such as
    ``EfficientNMS_TRT``) are removed with everything downstream of them; the requested tensors
-   they would produce are reported in ``skipped`` and everything else is still observed.
+   they would produce are reported in ``skipped`` and everything else is still observed. With a
+   numpy forward for such an op (``forwards``), the model runs in stages around it instead
+   (``core.host_ops``).
 3. The session is the one numerics runner's (CPU, graph optimizations off, so no tensor is fused
    away). Each batch's tensors are yielded and then dropped: memory holds one batch.
 """
@@ -13,14 +15,18 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
 import onnx_ir as ir
 
 from qdqkit.core.errors import QdqkitError
+from qdqkit.core.host_ops import HostForward, StagedRunner, forward_for
+from qdqkit.core.model_io import PROTOBUF_LIMIT_BYTES, model_size_bytes
 from qdqkit.core.numerics import make_session, run
 from qdqkit.core.observers import TensorObserver
 from qdqkit.core.qdq import node_label
@@ -63,8 +69,10 @@ class ActivationRunner:
         tensors: Sequence[str],
         *,
         threads: int = 0,
+        forwards: Mapping[str, HostForward] | None = None,
     ) -> None:
         proto = _load(model)
+        forwards = dict(forwards or {})
         # A copy in onnx-ir form: the edits below never reach the caller's ModelProto.
         graph_model = ir.from_proto(proto)
         graph = graph_model.graph
@@ -74,6 +82,7 @@ class ActivationRunner:
         for node in graph:
             custom = any(
                 n.domain not in ORT_DOMAINS and n.domain not in local_domains
+                and forward_for(n, forwards) is None
                 for n in (node, *_subgraph_nodes(node))
             )
             if custom or any(
@@ -99,19 +108,38 @@ class ActivationRunner:
         self.blocked_nodes = tuple(node_label(n) for n in graph if n in blocked)
         self.input_names = tuple(v.name for v in graph.inputs if v.name not in graph.initializers)
         self.session = None
-        if self.observed:
+        self._folder: tempfile.TemporaryDirectory[str] | None = None
+        self._staged: StagedRunner | None = None
+        hosted = [n for n in graph if n.domain not in ORT_DOMAINS and n not in blocked]
+        if self.observed and hosted:
+            # Custom nodes with a numpy forward: run in stages around them (core.host_ops).
+            skip = {n.outputs[0].name or "" for n in blocked if n.outputs}
+            self._staged = StagedRunner(proto, self.observed, skip, forwards, threads)
+        elif self.observed:
             keep_only(graph, [values[name] for name in self.observed])
-            self.session = make_session(graph_model, threads=threads)
+            self.session = self._session(graph_model, threads)
+
+    def _session(self, model: ir.Model, threads: int) -> Any:
+        """A session for ``model``; one too large for a protobuf message is saved with its weights
+        beside it in a private folder, which onnxruntime then reads by path."""
+        if model_size_bytes(model) < PROTOBUF_LIMIT_BYTES:
+            return make_session(model, threads=threads)
+        self._folder = tempfile.TemporaryDirectory(prefix="qdqkit-calibration-")
+        path = Path(self._folder.name) / "model.onnx"
+        ir.save(model, path, external_data="model.onnx.data")
+        return make_session(path, threads=threads)
 
     def run(
         self, batches: Iterable[Mapping[str, np.ndarray]]
     ) -> Iterator[dict[str, np.ndarray]]:
         """``{tensor: array}`` of the observed tensors for each batch of feeds."""
         for feeds in batches:
-            if self.session is None:
+            if self._staged is not None:
+                yield self._staged.run(feeds)
+            elif self.session is None:
                 yield {}
-                continue
-            yield run(self.session, feeds, self.observed)
+            else:
+                yield run(self.session, feeds, self.observed)
 
 
 def _load(model: onnx.ModelProto | str | os.PathLike[str]) -> onnx.ModelProto:

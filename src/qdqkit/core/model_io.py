@@ -20,7 +20,8 @@ from qdqkit.core.atomic import OutputSet
 from qdqkit.core.errors import ModelLoadError
 
 # Above this, protobuf cannot hold the model in one message; weights go to a side file.
-_PROTOBUF_LIMIT_BYTES = 2_000_000_000 - 64 * 1024 * 1024
+PROTOBUF_LIMIT_BYTES = 2_000_000_000 - 64 * 1024 * 1024
+_PROTOBUF_LIMIT_BYTES = PROTOBUF_LIMIT_BYTES
 
 
 def load_model(path: str | os.PathLike[str], *, lazy_weights: bool = False) -> ir.Model:

@@ -125,9 +125,10 @@ class TensorObserver:
 
 
 def merged(name: str, observers: Iterable[TensorObserver]) -> TensorObserver:
-    """One observer holding the union of several tensors' data."""
-    union = TensorObserver(name)
-    for observer in observers:
+    """One observer holding the union of several tensors' data (histogram if they all have one)."""
+    members = list(observers)
+    union = TensorObserver(name, histogram=all(o.histogram is not None for o in members))
+    for observer in members:
         union.merge(observer)
     return union
 

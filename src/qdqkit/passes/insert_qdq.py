@@ -8,7 +8,8 @@ Rules:
 2. A weighted op's constant float weight ``W`` is quantized per output channel (``core.weights``)
    with TensorRT's scales max|W|/127 (``core.qdq_math.implicit_weight_scales``; an all-zero channel
    gets 1/127): as an int8 initializer ``round(W / s)`` read by a DQ (the default), or, with
-   ``keep_float``, as ``W -> Q -> DQ`` with int8 zero points 0.
+   ``keep_float``, as ``W -> Q -> DQ`` with int8 zero points 0. ``per_tensor`` uses one scale,
+   max|W|/127 over the whole weight, instead.
 3. New tensors and nodes are named after the quantized tensor (``<x>_scale``, ``<x>_zp``,
    ``<x>_Q`` -> ``<x>_q``, ``<x>_DQ`` -> ``<x>_dq``, ``<W>_quantized``), suffixed to stay unique.
 """
@@ -42,6 +43,7 @@ class WeightQdq:
 
     node: ir.Node
     keep_float: bool = False
+    per_tensor: bool = False
 
 
 class _Names:
@@ -81,7 +83,7 @@ class InsertQdq(ir.passes.InPlacePass):
         names = _Names(graph)
         for activation in self.activations:
             self._quantize_activation(graph, names, activation)
-        done: dict[tuple[ir.Value, bool], ir.Value] = {}
+        done: dict[tuple[ir.Value, bool, bool], ir.Value] = {}
         for weight in self.weights:
             self._quantize_weight(graph, names, weight, done)
         modified = bool(self.quantized_activations or self.quantized_weights)
@@ -116,7 +118,7 @@ class InsertQdq(ir.passes.InPlacePass):
                            name=names.new(f"{base}_from_float"))
             nodes.append(back)
             result = back.outputs[0]
-        result.type, result.shape = value.type, value.shape
+        result.type, result.shape = _own_type(value), value.shape
         for use in uses:
             use.node.replace_input_with(use.idx, result)
         producer = value.producer()
@@ -131,7 +133,7 @@ class InsertQdq(ir.passes.InPlacePass):
     # ------------------------------------------------------------------ weights
     def _quantize_weight(
         self, graph: ir.Graph, names: _Names, spec: WeightQdq,
-        done: dict[tuple[ir.Value, bool], ir.Value],
+        done: dict[tuple[ir.Value, bool, bool], ir.Value],
     ) -> None:
         node = spec.node
         index = weight_index(node, lambda i: _float_constant(node.inputs[i]) is not None)
@@ -139,34 +141,39 @@ class InsertQdq(ir.passes.InPlacePass):
         array = _float_constant(weight)
         if index is None or weight is None or array is None or array.ndim == 0:
             return
-        key = (weight, spec.keep_float)
+        key = (weight, spec.keep_float, spec.per_tensor)
         if key in done:
             node.replace_input_with(index, done[key])
             self.quantized_weights += 1
             return
         axis = output_channel_axis(node, index, array.ndim)
-        scales = implicit_weight_scales(array, axis)
-        scales = np.where(scales > 0, scales, 1.0 / _INT8_MAX).astype(np.float32)
+        if spec.per_tensor:
+            amax = float(np.abs(array).max()) if array.size else 0.0
+            scales = np.array(amax / _INT8_MAX if amax > 0 else 1.0 / _INT8_MAX, np.float32)
+        else:
+            scales = implicit_weight_scales(array, axis)
+            scales = np.where(scales > 0, scales, 1.0 / _INT8_MAX).astype(np.float32)
         base = weight.name or "weight"
         scale = _initializer(graph, names.new(f"{base}_scale"), scales)
-        axis_attr = [ir.AttrInt64("axis", axis)]
+        axis_attr = [] if spec.per_tensor else [ir.AttrInt64("axis", axis)]
         nodes: list[ir.Node]
         if spec.keep_float:
-            zero = _initializer(graph, names.new(f"{base}_zp"), np.zeros(scales.size, np.int8))
+            zero = _initializer(graph, names.new(f"{base}_zp"),
+                                np.zeros(scales.shape, np.int8))
             q = _node("QuantizeLinear", [weight, scale, zero], names, base, "Q", "q", axis_attr)
             dq = _node("DequantizeLinear", [q.outputs[0], scale, zero], names, base, "DQ", "dq",
                        axis_attr)
             nodes = [q, dq]
         else:
             shape = [1] * array.ndim
-            shape[axis] = -1
+            shape[axis] = -1 if not spec.per_tensor else 1
             integers = np.clip(np.rint(array / scales.reshape(shape)), -_INT8_MAX, _INT8_MAX)
             quantized = _initializer(graph, names.new(f"{base}_quantized"),
                                      integers.astype(np.int8))
             dq = _node("DequantizeLinear", [quantized, scale], names, base, "DQ", "dq", axis_attr)
             nodes = [dq]
         result = dq.outputs[0]
-        result.type = weight.type
+        result.type = _own_type(weight)
         result.shape = weight.shape
         node.replace_input_with(index, result)
         graph.insert_before(node, nodes)
@@ -175,6 +182,11 @@ class InsertQdq(ir.passes.InPlacePass):
             # The int8 copy replaces the float weight, which nothing reads any more.
             graph.initializers.pop(weight.name or "", None)
         self.quantized_weights += 1
+
+
+def _own_type(value: ir.Value) -> ir.TypeProtocol | None:
+    """A copy of ``value``'s type: a shared type object would change with the other value's."""
+    return ir.TensorType(value.dtype) if value.dtype is not None else None
 
 
 def _float_constant(value: ir.Value | None) -> np.ndarray | None:

@@ -1,0 +1,128 @@
+"""``qdqkit quantize MODEL -o OUT.onnx --calib DATA [options]``."""
+
+from __future__ import annotations
+
+import argparse
+from collections import Counter
+from typing import Any
+
+from qdqkit.cli.args import CalibArgs, JsonArgs, OutputArgs, TargetArgs, TrtArgs, add_groups
+from qdqkit.core.errors import QdqkitError
+from qdqkit.report.json_output import print_json
+from qdqkit.report.text import macs, table
+
+TRT, TARGET, JSON, CALIB = TrtArgs(" and build", default="11"), TargetArgs(), JsonArgs(), CalibArgs()
+OUTPUT = OutputArgs("the quantized model (.onnx); OUT.quant.json is written beside it",
+                    required=True)
+_SHOWN = 12
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "quantize",
+        help="quantize a float model to a TensorRT-ready INT8 Q/DQ model",
+        description="Place Q/DQ where TensorRT fuses them, calibrate in one streaming pass and "
+        "write OUT.onnx and OUT.quant.json (per tensor scale and range, per weighted op whether "
+        "it is quantized and why not). Exit code 1 when the output has lint errors, 2 on bad "
+        "input.",
+    )
+    parser.add_argument("model", help="the float ONNX model")
+    add_groups(parser, OUTPUT, CALIB)
+    options = parser.add_argument_group("quantization")
+    options.add_argument("--method", default="auto",
+                         choices=("max", "percentile", "entropy", "mse", "auto"),
+                         help="activation calibration (default auto: per tensor, the method with "
+                         "the least quantization error)")
+    options.add_argument("--percentile", type=float, default=99.99,
+                         help="percentile of |x| for --method percentile (default 99.99)")
+    options.add_argument("--high-precision", default="fp16", choices=("fp16", "fp32"),
+                         help="TensorRT 11: type of the layers left out of INT8 (default fp16; "
+                         "nodes that would overflow stay fp32 and are listed)")
+    options.add_argument("--exclude", action="append", default=[], metavar="NAME",
+                         help="keep float: a node name, a glob of names or an op type "
+                         "(repeatable, or comma-separated)")
+    options.add_argument("--per-tensor-weights", action="store_true",
+                         help="one scale per weight instead of one per output channel")
+    options.add_argument("--smooth-quant", nargs="?", type=float, const=0.5, default=None,
+                         metavar="ALPHA",
+                         help="MatMul models: move activation outliers of LayerNorm/Linear "
+                         "outputs into the next weights, exactly (alpha default 0.5)")
+    add_groups(parser, TRT, TARGET, JSON)
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from qdqkit.core.data_specs import parse_preprocess, parse_shapes
+    from qdqkit.quantization import quantize
+
+    calib = CALIB.parse(args)
+    if calib.calib is None:
+        raise QdqkitError(
+            "no calibration data: give --calib with a .npy, a .npz, a folder of them or of "
+            "images, or --calib random (scales meaningless for accuracy)"
+        )
+    exclude = [p.strip() for item in args.exclude for p in item.split(",") if p.strip()]
+    as_json = JSON.parse(args)
+    result = quantize(
+        args.model, calib.calib, output=OUTPUT.given(args), method=args.method,
+        percentile=args.percentile, trt=TRT.parse(args), target=TARGET.parse(args),
+        high_precision=args.high_precision, exclude=exclude,
+        per_tensor_weights=args.per_tensor_weights, batch=calib.batch, calib_limit=calib.limit,
+        shapes=parse_shapes(calib.shapes) if calib.shapes else None,
+        preprocess=parse_preprocess(calib.preprocess) if calib.preprocess else None,
+        seed=calib.seed, progress=None if not as_json else False,
+        smooth_quant=args.smooth_quant,
+    )
+    if as_json:
+        print_json(result)
+    else:
+        print(render(result))
+    return result.exit_code
+
+
+def render(result: Any) -> str:
+    cal = result.calibration
+    picked = Counter(t.method for t in result.tensors)
+    clipped = sum(1 for t in result.tensors if t.clipped_fraction > 0.01)
+    methods = ", ".join(f"{m} {n}" for m, n in picked.most_common())
+    weighted = result.weighted
+    total = sum(w.macs or 0 for w in weighted)
+    share = result.int8_mac_share
+    engine = result.engine
+    by_precision = ", ".join(f"{p} {n}" for p, n in engine.layers_by_precision.items())
+    warned = ", ".join(f"{c} {n}" for c, n in result.lint_warnings.items()) or "none"
+    lines = [
+        f"quantized {result.source} -> {result.output} in {result.seconds:.1f} s "
+        f"(report {result.report})",
+        f"  calibration   {cal['samples']} samples in {cal['batches']} batches from "
+        f"{cal['data']}",
+        f"  scales        {len(result.tensors)} tensors; method {result.options['method']}"
+        f"{f' (picked: {methods})' if methods else ''}; {clipped} clip more than 1% of values",
+        f"  INT8 MACs     {'unknown' if share is None else f'{share:.1%}'} of {macs(total)} "
+        f"({sum(1 for w in weighted if w.quantized)}/{len(weighted)} weighted ops)",
+        f"  engine        TensorRT {result.options['trt']} {result.options['target']}: "
+        f"{by_precision or 'no layers'}; {engine.reformats} Reformats "
+        f"({engine.qdq_reformats} from Q/DQ)",
+        f"  lint          {result.lint_errors} errors; warnings: {warned}",
+    ]
+    floats = [[w.node, w.op_type, w.reason] for w in weighted if not w.quantized]
+    if floats:
+        lines += ["", "weighted ops left float:",
+                  table(floats[:_SHOWN], ["node", "op", "why"])]
+        if len(floats) > _SHOWN:
+            lines.append(f"  ... and {len(floats) - _SHOWN} more (in the report)")
+    plugins = list(result.float_nodes.items())
+    if plugins:
+        lines += ["", f"{len(plugins)} nodes left float and untouched:"]
+        lines += [f"  {name}: {why}" for name, why in plugins[:_SHOWN]]
+    if result.fp32_nodes:
+        lines += ["", f"{len(result.fp32_nodes)} nodes kept FP32 in the FP16 remainder:"]
+        lines += [f"  {name}: {why}" for name, why in list(result.fp32_nodes.items())[:_SHOWN]]
+    smoothed = result.calibration.get("smoothed") or []
+    if smoothed:
+        lines += ["", f"SmoothQuant (alpha {result.options['smooth_quant']}): "
+                  f"{len(smoothed)} tensors rescaled into their readers' weights"]
+    for warning in result.warnings:
+        lines += ["", f"warning: {warning}"]
+    lines += ["", "build it:", f"  {result.trtexec}"]
+    return "\n".join(lines)

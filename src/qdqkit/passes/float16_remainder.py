@@ -1,0 +1,214 @@
+"""Float16Remainder: what Q/DQ leaves float runs FP16, except what FP16 cannot hold (A9).
+
+TensorRT 11 builds strongly typed: every layer runs in its tensors' own type, so an FP32 remainder
+stays FP32. Rules (the model must be at opset 19 or later, where Q/DQ take and give float16):
+1. Every float32 node, constant and value becomes float16 (Q/DQ scales included, so each DQ writes
+   float16), except nodes kept FP32: normalizations and sums of squares (LayerNormalization,
+   Group/InstanceNormalization, Pow, ReduceSumSquare/L2/LogSumExp, a ReduceMean or ReduceSum of
+   a Pow or a square), nodes whose calibrated inputs or outputs reach beyond 65504 or whose
+   constants do, nodes with subgraphs, and custom-domain (plugin) nodes. ``kept_fp32`` lists them
+   with the reason.
+2. Where an FP16 and an FP32 node meet, one Cast per tensor and direction joins them. Network
+   inputs and outputs keep float32 (a Cast after each input, before each output; output names
+   unchanged), so callers feed and read what they did before. A Q reading a network input stays
+   float32 (its DQ writes float16), so no Cast stands between the input and its Q.
+3. Resize/Upsample ``roi``/``scales`` stay float32, as the spec requires and exact output sizes
+   need (C14).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import onnx_ir as ir
+
+from qdqkit.core.qdq import node_label
+from qdqkit.core.shapes import fill_value_types
+
+FP16_MAX = 65504.0
+_F16, _F32 = ir.DataType.FLOAT16, ir.DataType.FLOAT
+_NORMALIZATIONS = frozenset({
+    "LayerNormalization", "GroupNormalization", "InstanceNormalization", "Pow",
+    "ReduceSumSquare", "ReduceL2", "ReduceLogSumExp", "LpNormalization",
+})
+_SUMS = frozenset({"ReduceMean", "ReduceSum"})
+_FLOAT32_ONLY_INPUTS = {"Resize": (1, 2), "Upsample": (1,)}
+
+
+class Float16Remainder(ir.passes.InPlacePass):
+    """Convert the float remainder to float16 (see the module docstring for the rules)."""
+
+    def __init__(self, ranges: Mapping[str, tuple[float, float]] | None = None) -> None:
+        super().__init__()
+        self.ranges = dict(ranges or {})
+        self.kept_fp32: dict[str, str] = {}
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        graph = model.graph
+        fill_value_types(model)  # every value's type must be known to decide its casts
+        keep = {node: why for node in graph if (why := self._fp32_reason(node)) is not None}
+        self.kept_fp32 = {node_label(n): why for n, why in keep.items()}
+        taken = _taken_names(graph)
+        casts: dict[tuple[ir.Value, ir.DataType], ir.Value] = {}
+        constants: dict[tuple[ir.Value, ir.DataType], ir.Value] = {}
+        for node in list(graph):
+            target = _F32 if node in keep or _quantizes_input(node) else _F16
+            fixed = _FLOAT32_ONLY_INPUTS.get(node.op_type, ())
+            for index, value in enumerate(node.inputs):
+                dtype = _dtype(value)
+                if value is None or dtype not in (_F16, _F32):
+                    continue
+                wanted = _F32 if index in fixed else target
+                if dtype == wanted:
+                    continue
+                if value.const_value is not None and not value.is_graph_input():
+                    replacement = _constant_as(graph, taken, value, wanted, constants)
+                else:
+                    replacement = _cast(graph, taken, node, value, wanted, casts)
+                node.replace_input_with(index, replacement)
+            if node in keep:
+                continue
+            _retype_node(node)
+        for position, value in enumerate(list(graph.outputs)):
+            if value.dtype == _F16:
+                graph.outputs[position] = _cast_output(graph, taken, value)
+        for name, value in list(graph.initializers.items()):
+            if not value.uses() and not value.is_graph_output():
+                graph.initializers.pop(name)
+        return ir.passes.PassResult(model, modified=True)
+
+    def _fp32_reason(self, node: ir.Node) -> str | None:
+        if node.domain not in ("", "ai.onnx"):
+            return "a custom-domain (plugin) node keeps its own types"
+        if any(attr.type in (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS)
+               for attr in node.attributes.values()):
+            return "it holds subgraphs"
+        if node.op_type in _NORMALIZATIONS:
+            return f"{node.op_type}: sums of squares and normalizations overflow or lose FP16"
+        if node.op_type in _SUMS and node.inputs and node.inputs[0] is not None:
+            producer = node.inputs[0].producer()
+            if producer is not None and (producer.op_type == "Pow" or (
+                    producer.op_type == "Mul" and producer.inputs[0] is producer.inputs[1])):
+                return f"{node.op_type} of squares (a LayerNorm variance) overflows FP16"
+        for value in [*node.inputs, *node.outputs]:
+            if value is None:
+                continue
+            if value.const_value is not None and _dtype(value) == _F32:
+                array = value.const_value.numpy()
+                if array.size and float(np.max(np.abs(array))) > FP16_MAX:
+                    return f"constant '{value.name}' exceeds the FP16 range (65504)"
+            low, high = self.ranges.get(value.name or "", (0.0, 0.0))
+            if max(-low, high) > FP16_MAX:
+                return (f"tensor '{value.name}' reaches {max(-low, high):.6g} in calibration, "
+                        "beyond FP16's 65504")
+        return None
+
+
+def _quantizes_input(node: ir.Node) -> bool:
+    """A Q on a float32 network input stays float32: the Q is then the input's own Reformat
+    (B8) rather than a Cast and a Q; its DQ still writes float16 with a float16 scale."""
+    value = node.inputs[0] if node.inputs else None
+    return node.op_type == "QuantizeLinear" and value is not None and value.is_graph_input()
+
+
+def _retype_node(node: ir.Node) -> None:
+    to = node.attributes.get("to")
+    if node.op_type == "Cast" and to is not None and to.as_int() == _F32:
+        node.attributes["to"] = ir.AttrInt64("to", _F16)
+    for name in ("value", "value_float"):
+        attr = node.attributes.get(name)
+        if attr is not None and attr.type == ir.AttributeType.TENSOR and attr.value.dtype == _F32:
+            node.attributes[name] = ir.AttrTensor(name, _narrowed(attr.value))
+    if node.op_type == "QuantizeLinear":
+        return  # its output is integer
+    for value in node.outputs:
+        if value.dtype == _F32:
+            _set_dtype(value, _F16)
+
+
+def _dtype(value: ir.Value | None) -> ir.DataType | None:
+    if value is None:
+        return None
+    if value.dtype is None and value.const_value is not None:
+        return value.const_value.dtype
+    return value.dtype
+
+
+def _set_dtype(value: ir.Value, dtype: ir.DataType) -> None:
+    # A fresh type: values may share one TensorType object, and setting ``dtype`` mutates it.
+    value.type = ir.TensorType(dtype)
+
+
+def _narrowed(tensor: ir.TensorProtocol) -> ir.Tensor:
+    return ir.Tensor(np.asarray(tensor.numpy()).astype(np.float16), name=tensor.name)
+
+
+def _constant_as(
+    graph: ir.Graph, taken: set[str], value: ir.Value, dtype: ir.DataType,
+    done: dict[tuple[ir.Value, ir.DataType], ir.Value],
+) -> ir.Value:
+    key = (value, dtype)
+    if key not in done:
+        assert value.const_value is not None
+        array = np.asarray(value.const_value.numpy()).astype(dtype.numpy())
+        name = _unique(taken, f"{value.name}_{'fp16' if dtype == _F16 else 'fp32'}")
+        copy = ir.Value(name=name, const_value=ir.Tensor(array, name=name))
+        copy.shape = value.shape
+        _set_dtype(copy, dtype)
+        graph.register_initializer(copy)
+        done[key] = copy
+    return done[key]
+
+
+def _cast(
+    graph: ir.Graph, taken: set[str], reader: ir.Node, value: ir.Value, dtype: ir.DataType,
+    done: dict[tuple[ir.Value, ir.DataType], ir.Value],
+) -> ir.Value:
+    key = (value, dtype)
+    if key not in done:
+        tag = "fp16" if dtype == _F16 else "fp32"
+        node = ir.Node("", "Cast", [value], attributes=[ir.AttrInt64("to", dtype)],
+                       name=_unique(taken, f"{value.name}_to_{tag}"))
+        node.outputs[0].name = _unique(taken, f"{value.name}_{tag}")
+        _set_dtype(node.outputs[0], dtype)
+        node.outputs[0].shape = value.shape
+        producer = value.producer()
+        if producer is not None:
+            graph.insert_after(producer, node)
+        else:
+            graph.insert_before(reader, node)
+        done[key] = node.outputs[0]
+    return done[key]
+
+
+def _cast_output(graph: ir.Graph, taken: set[str], value: ir.Value) -> ir.Value:
+    """A float32 Cast of ``value`` that takes over its place and name among the outputs."""
+    name = value.name or "output"
+    value.name = _unique(taken, f"{name}_fp16")
+    node = ir.Node("", "Cast", [value], attributes=[ir.AttrInt64("to", _F32)],
+                   name=_unique(taken, f"{name}_to_fp32"))
+    out = node.outputs[0]
+    out.name = name
+    _set_dtype(out, _F32)
+    out.shape = value.shape
+    graph.append(node)
+    return out
+
+
+def _taken_names(graph: ir.Graph) -> set[str]:
+    taken = {v.name for v in graph.inputs if v.name} | set(graph.initializers)
+    for node in graph:
+        if node.name:
+            taken.add(node.name)
+        taken.update(o.name for o in node.outputs if o.name)
+    return taken
+
+
+def _unique(taken: set[str], wanted: str) -> str:
+    name, n = wanted, 1
+    while name in taken:
+        name = f"{wanted}_{n}"
+        n += 1
+    taken.add(name)
+    return name

@@ -1,0 +1,264 @@
+"""``qdqkit.quantize``: a float ONNX model to a TensorRT-ready INT8 Q/DQ model.
+
+The pipeline: refuse what cannot be quantized (``prepare``) -> place Q/DQ the way TensorRT
+fuses them (``trt.placement``) -> observe the placed tensors over the data in one streaming pass
+and scale each group (``calibrate``) -> insert Q/DQ (``passes.insert_qdq``) -> for TensorRT 11,
+turn the float remainder into FP16 except what would overflow (``passes.float16_remainder``) ->
+predict and lint the engine -> write ``OUT.onnx`` and ``OUT.quant.json`` atomically.
+The caller's model and file are never changed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import onnx
+import onnx_ir as ir
+
+from qdqkit.core.atomic import output_set
+from qdqkit.core.calibration import DEFAULT_PERCENTILE, METHODS
+from qdqkit.core.data import DataSource, open_data
+from qdqkit.core.errors import QdqkitError
+from qdqkit.core.host_ops import HostForward
+from qdqkit.core.images import Preprocess
+from qdqkit.core.model_io import load_model, stage_model
+from qdqkit.core.progress import Progress
+from qdqkit.core.qdq import FLOAT_TYPES, node_label
+from qdqkit.core.shapes import infer_value_types
+from qdqkit.linting import lint
+from qdqkit.passes.insert_qdq import ActivationQdq, InsertQdq, WeightQdq
+from qdqkit.quantization.calibrate import calibrate_groups
+from qdqkit.quantization.prepare import (
+    default_opset,
+    refuse_quantized,
+    unrunnable_nodes,
+    upgrade_opset,
+)
+from qdqkit.quantization.result import QuantizeResult, WeightedReport
+from qdqkit.report.json_output import dumps_json
+from qdqkit.trt.placement import plan_placement
+from qdqkit.trt.versions import TARGETS, normalize_trt_version
+
+HIGH_PRECISIONS = ("fp16", "fp32")
+FP16_OPSET = 19  # Q/DQ take and give float16 from opset 19 on
+DLA_TRANSLATE_FLAGS = (
+    "--infer_mul_scales --infer_concat_scales --infer_average_pool_scales "
+    "--add_unary_ew_scales_for_dla --addtl_ops_to_infer_adjacent_scales BatchNormalization "
+    "HardSwish HardSigmoid"
+)
+
+
+def quantize(
+    model: str | os.PathLike[str] | onnx.ModelProto | ir.Model,
+    data: DataSource,
+    *,
+    output: str | os.PathLike[str] | None = None,
+    method: str = "auto",
+    percentile: float = DEFAULT_PERCENTILE,
+    trt: str = "11",
+    target: str = "gpu",
+    high_precision: str = "fp16",
+    exclude: Sequence[str] = (),
+    per_tensor_weights: bool = False,
+    batch: int | None = None,
+    calib_limit: int | None = None,
+    shapes: Mapping[str, Sequence[int]] | None = None,
+    preprocess: Preprocess | None = None,
+    seed: int = 0,
+    progress: bool | None = False,
+    custom_ops: Mapping[str, HostForward] | None = None,
+    smooth_quant: float | None = None,
+) -> QuantizeResult:
+    """Quantize ``model`` on ``data`` (any iterable of ``{input name: array}``, a file, a folder,
+    or ``"random"``); with ``output``, write ``output`` and ``<output stem>.quant.json``.
+
+    ``custom_ops`` maps an op type (or ``"domain::op_type"``) onnxruntime cannot run to a numpy
+    ``forward(*inputs, **attributes)``: such nodes stay float, but what follows them is
+    calibrated instead of being left float too. ``smooth_quant`` (alpha, e.g. 0.5) migrates
+    activation outliers of LayerNorm/Linear outputs into the weights of the MatMuls that read
+    them (``quantization.smooth``; one more pass over the data).
+    """
+    start = time.perf_counter()
+    trt = normalize_trt_version(trt)
+    if target not in TARGETS:
+        raise QdqkitError(f"unknown target '{target}': use one of {', '.join(TARGETS)}")
+    if method not in METHODS:
+        raise QdqkitError(f"unknown calibration method '{method}': use one of {', '.join(METHODS)}")
+    if high_precision not in HIGH_PRECISIONS:
+        raise QdqkitError(f"--high-precision must be fp16 or fp32, not '{high_precision}'")
+    where, proto, source_path = _load(model)
+    out_path = Path(output) if output is not None else None
+    if out_path is not None and out_path.suffix.lower() != ".onnx":
+        raise QdqkitError(f"{out_path}: the output must be an .onnx file")
+    refuse_quantized(ir.from_proto(proto), where)
+    warnings: list[str] = []
+    proto = upgrade_opset(proto, where)
+    fp16 = trt == "11" and high_precision == "fp16" and target == "gpu"
+    if fp16 and default_opset(proto) < FP16_OPSET:
+        try:
+            proto = upgrade_opset(proto, where, FP16_OPSET)
+        except QdqkitError as exc:
+            fp16 = False
+            warnings.append(f"the float remainder stays FP32: {exc}")
+    proto = _normalized(proto)
+    calibration_data = open_data(data, proto, batch=batch, limit=calib_limit, shapes=shapes,
+                                 preprocess=preprocess, seed=seed)
+    quantized = ir.from_proto(proto)
+    types = infer_value_types(quantized)
+    blocked = unrunnable_nodes(quantized, {f.domain for f in proto.functions}, custom_ops)
+    placement = plan_placement(quantized, target=target, exclude=exclude, blocked=blocked,
+                               types=types)
+    smoothed: list[dict[str, Any]] = []
+    if smooth_quant is not None:
+        if not 0.0 <= smooth_quant <= 1.0:
+            raise QdqkitError(f"the SmoothQuant alpha must be in [0, 1], not {smooth_quant}")
+        from qdqkit.quantization.smooth import smooth
+
+        smoothed = smooth(quantized, proto, set(placement.quantized_weighted), calibration_data,
+                          smooth_quant)
+        if smoothed:
+            proto = ir.serde.serialize_model(quantized)
+    groups = {name: [v.name or "" for v in members] for name, members in placement.groups.items()}
+    watch = _float_tensors(quantized, types) if fp16 else []
+    with Progress("calibrating", total=calibration_data.total_samples, enabled=progress) as bar:
+        calibrated = calibrate_groups(proto, groups, calibration_data, method=method,
+                                      percentile=percentile, watch=watch, on_batch=bar.advance,
+                                      forwards=custom_ops)
+    if calibrated.samples == 0:
+        raise QdqkitError(f"{calibration_data.description}: no calibration samples; give data")
+    scales = calibrated.group_scales
+    missing = [p.value.name for p in placement.points if p.group not in scales]
+    if missing:
+        raise QdqkitError(f"tensor '{missing[0]}' could not be calibrated; exclude its reader "
+                          "with --exclude")
+    InsertQdq(
+        [ActivationQdq(p.value, scales[p.group], p.readers) for p in placement.points],
+        [WeightQdq(n, per_tensor=per_tensor_weights) for n in placement.quantized_weighted],
+    )(quantized)
+    fp32_nodes: dict[str, str] = {}
+    if fp16:
+        from qdqkit.passes.float16_remainder import Float16Remainder
+
+        remainder = Float16Remainder(calibrated.ranges)
+        remainder(quantized)
+        fp32_nodes = remainder.kept_fp32
+    if calibration_data.is_random:
+        warnings.append("calibrated on random data: the scales are meaningless for accuracy; "
+                        "calibrate on real samples before deploying")
+    options = {
+        "method": method, "percentile": percentile, "trt": trt, "target": target,
+        "high_precision": high_precision if trt == "11" else "fp16 (--fp16 builder flag)",
+        "float_remainder": "fp16" if fp16 else "fp32", "exclude": list(exclude),
+        "per_tensor_weights": per_tensor_weights, "batch": calibration_data.batch,
+        "calib_limit": calib_limit, "smooth_quant": smooth_quant,
+    }
+    calibration = {
+        "data": calibration_data.description, "random": calibration_data.is_random,
+        "samples": calibrated.samples, "batches": calibrated.batches, "smoothed": smoothed,
+    }
+    _stamp(quantized, options, calibration)
+    linted = lint(quantized, trt=trt, target=target)
+    lint_warnings: dict[str, int] = {}
+    for group in linted.groups:
+        count = sum(1 for f in group.findings if f.severity.value == "warning")
+        if count:
+            lint_warnings[group.code] = count
+    result = QuantizeResult(
+        source=where, output=str(out_path) if out_path else None,
+        report=str(report_path(out_path)) if out_path else None,
+        options=options, calibration=calibration, tensors=calibrated.tensors,
+        weighted=[WeightedReport(node_label(d.node), d.node.op_type, d.quantized, d.reason, d.macs)
+                  for d in placement.weighted],
+        int8_ops=[node_label(n) for n in placement.int8_ops],
+        float_nodes={node_label(n): why for n, why in blocked.items()},
+        fp32_nodes=fp32_nodes, engine=linted.summary, lint_errors=linted.errors,
+        lint_warnings=lint_warnings,
+        trtexec=trtexec_line(out_path or Path("model_int8.onnx"), trt, target),
+        seconds=0.0, warnings=warnings, model=quantized,
+    )
+    if out_path is not None:
+        protected = (source_path,) if source_path is not None else ()
+        with output_set(protected) as outputs:
+            stage_model(outputs, quantized, out_path)
+            outputs.stage_text(report_path(out_path), dumps_json(result.report_json()))
+    result.seconds = time.perf_counter() - start
+    return result
+
+
+def report_path(output: Path) -> Path:
+    return output.with_name(output.stem + ".quant.json")
+
+
+def trtexec_line(output: Path, trt: str, target: str) -> str:
+    if target == "dla":
+        folder = output.with_name(output.stem + "_dla")
+        base = folder / output.stem
+        # The propagation flags carry each fused layer's scale to the tensors inside it (SiLU,
+        # HardSwish, the conv branch of a residual Add), so the cache covers every layer.
+        return (f"qdqkit translate -i {output} -o {folder} {DLA_TRANSLATE_FLAGS} && trtexec "
+                f"--onnx={base}_noqdq.onnx --calib={base}_precision_config_calib.cache --int8 "
+                "--fp16 --useDLACore=0 --allowGPUFallback --precisionConstraints=prefer "
+                f"--layerPrecisions=$(cat {base}_precision_config_layer_arg.txt)")
+    if trt == "11":
+        return f"trtexec --onnx={output}"
+    return f"trtexec --onnx={output} --int8 --fp16"
+
+
+def _load(
+    model: str | os.PathLike[str] | onnx.ModelProto | ir.Model,
+) -> tuple[str, onnx.ModelProto, Path | None]:
+    if isinstance(model, ir.Model):
+        return "<in-memory model>", ir.serde.serialize_model(model), None
+    if isinstance(model, onnx.ModelProto):
+        copy = onnx.ModelProto()
+        copy.CopyFrom(model)
+        return "<in-memory model>", copy, None
+    path = Path(model)
+    load_model(path, lazy_weights=True)  # vets the file; external data stays inside its folder
+    try:
+        proto = onnx.load(path)  # external data read in: the model is rewritten whole
+    except Exception as exc:
+        raise QdqkitError(f"{path}: cannot be read as an ONNX model ({exc})") from None
+    return str(path), proto, path
+
+
+def _normalized(proto: onnx.ModelProto) -> onnx.ModelProto:
+    """Constant-node weights as initializers (initializers no longer listed as inputs), and
+    constant Reshape/Transpose chains on weights computed ahead, so every weight is stored."""
+    from qdqkit.passes.constants_to_initializers import ConstantsToInitializers
+    from qdqkit.passes.fold_weight_path import FoldWeightReshapeTranspose
+
+    model = ir.from_proto(proto)
+    moved = ConstantsToInitializers()(model).modified
+    folded = FoldWeightReshapeTranspose()(model).modified
+    if moved or folded:
+        model.ir_version = max(model.ir_version or 0, 7)
+        return ir.serde.serialize_model(model)
+    return proto
+
+
+def _float_tensors(model: ir.Model, types: Any) -> list[str]:
+    names = []
+    for node in model.graph:
+        for value in node.outputs:
+            dtype = value.dtype or types.dtype_of(value)
+            if value.name and dtype in FLOAT_TYPES:
+                names.append(value.name)
+    return names
+
+
+def _stamp(model: ir.Model, options: dict[str, Any], calibration: dict[str, Any]) -> None:
+    """Record how the model was quantized in its metadata (random data is never silent)."""
+    model.metadata_props["qdqkit.quantize"] = json.dumps(
+        {"options": options, "calibration": calibration}, sort_keys=True)
+    if calibration["random"]:
+        model.metadata_props["qdqkit.calibration"] = (
+            "random data: INT8 scales are meaningless for accuracy")
+
+
+__all__ = ["QuantizeResult", "quantize", "report_path", "trtexec_line"]

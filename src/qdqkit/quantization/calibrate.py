@@ -1,0 +1,111 @@
+"""Calibrating a placement: one streaming pass over the data, one scale per scale group.
+
+1. Every tensor of a scale group is observed (running min/max and the 2048-bin |x| histogram;
+   no histogram for ``max``); batches are dropped once folded in, so memory does not grow with
+   the number of samples. Other float tensors can be watched for their range only (the FP16
+   remainder needs to know what would overflow).
+2. A group's amax comes from the union of its tensors' statistics (``observers.merged``) by the
+   requested method; every member gets that scale. Per tensor the record keeps its own observed
+   range and the share of its values the group's amax clips.
+3. Histograms are dyadic and order-free, so scales do not depend on batch size or order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import onnx
+
+from qdqkit.core.activations import ActivationRunner
+from qdqkit.core.calibration import TensorCalibration, calibrate, clipped_fraction
+from qdqkit.core.host_ops import HostForward
+from qdqkit.core.observers import TensorObserver, merged
+
+
+@dataclass(frozen=True)
+class TensorScale:
+    """The calibrated scale of one quantized tensor and the evidence behind it."""
+
+    tensor: str
+    group: str
+    scale: float
+    amax: float
+    method: str
+    requested: str
+    minimum: float
+    maximum: float
+    clipped_fraction: float
+    count: int
+
+    def as_dict(self) -> dict[str, object]:
+        return {"tensor": self.tensor, "group": self.group, "scale": self.scale,
+                "amax": self.amax, "method": self.method, "requested": self.requested,
+                "observed_range": [self.minimum, self.maximum],
+                "clipped_fraction": self.clipped_fraction, "count": self.count}
+
+
+@dataclass
+class Calibrated:
+    """Scales per group and per tensor, ranges of watched tensors, what could not be observed."""
+
+    group_scales: dict[str, float]
+    tensors: list[TensorScale]
+    ranges: dict[str, tuple[float, float]]
+    skipped: tuple[str, ...]
+    blocked_nodes: tuple[str, ...]
+    samples: int
+    batches: int
+
+
+def calibrate_groups(
+    model: onnx.ModelProto,
+    groups: Mapping[str, Sequence[str]],
+    batches: Iterable[Mapping[str, np.ndarray]],
+    *,
+    method: str,
+    percentile: float,
+    watch: Sequence[str] = (),
+    on_batch: Callable[[int], None] | None = None,
+    forwards: Mapping[str, HostForward] | None = None,
+) -> Calibrated:
+    """Observe ``groups``' tensors (and the ranges of ``watch``) over ``batches``; scale groups."""
+    quantized = list(dict.fromkeys(name for members in groups.values() for name in members))
+    runner = ActivationRunner(model, [*quantized, *(w for w in watch if w not in groups)],
+                              forwards=forwards)
+    histogram = method != "max"
+    wanted = set(quantized)
+    observers = {name: TensorObserver(name, histogram=histogram and name in wanted)
+                 for name in runner.observed}
+    samples = count = 0
+    for feeds in batches:
+        tensors = next(runner.run([feeds]))
+        for name, array in tensors.items():
+            observers[name].update(array)
+        del tensors  # one batch of activations in memory at a time
+        first = next(iter(feeds.values()), None)
+        in_batch = int(first.shape[0]) if first is not None and first.ndim else 1
+        samples += in_batch
+        count += 1
+        if on_batch is not None:
+            on_batch(in_batch)
+    skipped = set(runner.skipped)
+    group_scales: dict[str, float] = {}
+    records: list[TensorScale] = []
+    for group, members in groups.items():
+        seen = [observers[m] for m in members if m in observers and observers[m].count]
+        if not seen or any(m in skipped for m in members):
+            continue
+        result: TensorCalibration = calibrate(merged(group, seen), method, percentile=percentile)
+        group_scales[group] = result.scale
+        for observer in seen:
+            clipped = (clipped_fraction(observer, result.amax) if observer.histogram is not None
+                       else float(observer.absmax > result.amax))
+            records.append(TensorScale(
+                observer.name, group, result.scale, result.amax, result.method, method,
+                observer.minimum, observer.maximum, clipped, observer.count))
+    ranges = {name: (obs.minimum, obs.maximum) for name, obs in observers.items()
+              if name not in wanted and obs.count}
+    return Calibrated(group_scales, records, ranges, tuple(sorted(skipped)),
+                      runner.blocked_nodes, samples, count)

@@ -1,0 +1,119 @@
+"""SmoothQuant for MatMul models: per-channel factors from one pass over the data.
+
+1. Candidates: a tensor X read only by quantized MatMuls (X on input A, a constant 2-D weight B)
+   or Gemms (no transposes), produced by a LayerNormalization with constant scale/bias, by the
+   ``x * gamma + beta`` end of a decomposed one, or by a Linear (MatMul with a constant weight,
+   optionally plus a constant bias).
+2. One streaming pass records max|X_j| per channel j (the last axis). With the largest |W_j,:|
+   over the readers' weight rows, ``s_j = max|X_j|^alpha / max|W_j|^(1 - alpha)`` (SmoothQuant,
+   alpha 0.5 by default): outlier channels shrink, their weight rows grow.
+3. ``passes.smooth_rescale`` applies the factors exactly; calibration then runs on the result.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+import numpy as np
+import onnx
+import onnx_ir as ir
+
+from qdqkit.core.activations import ActivationRunner
+from qdqkit.core.qdq import node_label
+from qdqkit.passes.smooth_rescale import Smoothing, SmoothRescale
+
+
+def _smoothable_reader(node: ir.Node, value: ir.Value) -> bool:
+    if node.op_type not in ("MatMul", "Gemm") or node.inputs[0] is not value:
+        return False
+    weight = node.inputs[1]
+    if weight is None or weight.const_value is None or len(weight.const_value.shape) != 2:
+        return False
+    if node.op_type == "Gemm":
+        return all(node.attributes.get(a) is None or node.attributes[a].as_int() == 0
+                   for a in ("transA", "transB"))
+    return True
+
+
+def _source(value: ir.Value) -> ir.Node | None:
+    producer = value.producer()
+    if producer is None:
+        return None
+    if producer.op_type == "LayerNormalization":
+        constant = all(v is not None and v.const_value is not None for v in producer.inputs[1:3])
+        return producer if constant and len(producer.inputs) >= 2 else None
+    matmul = producer
+    if producer.op_type == "Add":
+        data = [v for v in producer.inputs if v is not None and v.const_value is None]
+        consts = [v for v in producer.inputs if v is not None and v.const_value is not None]
+        if len(data) != 1 or len(consts) != 1 or len(consts[0].const_value.shape) > 1:  # type: ignore[union-attr]
+            return None
+        matmul = data[0].producer()  # type: ignore[assignment]
+        if matmul is None or len(list(data[0].uses())) != 1:
+            return None
+        if matmul.op_type == "Mul" and _channel_scale(matmul):
+            return producer  # x * gamma + beta: a decomposed LayerNorm's affine end
+    if matmul.op_type != "MatMul" or matmul.inputs[1] is None:
+        return None
+    weight = matmul.inputs[1]
+    if weight.const_value is None or len(weight.const_value.shape) != 2:
+        return None
+    return producer
+
+
+def _channel_scale(mul: ir.Node) -> bool:
+    """``Mul(x, gamma)`` with one computed input and a constant 1-D (per-channel) gamma."""
+    consts = [v for v in mul.inputs if v is not None and v.const_value is not None]
+    data = [v for v in mul.inputs if v is not None and v.const_value is None]
+    return len(consts) == 1 and len(data) == 1 and len(consts[0].const_value.shape) == 1  # type: ignore[union-attr]
+
+
+def smoothing_candidates(model: ir.Model, quantized: set[ir.Node]
+                         ) -> list[tuple[ir.Value, ir.Node, tuple[ir.Node, ...]]]:
+    """(X, its source, its readers) for every tensor rule 1 allows, in graph order."""
+    found = []
+    for node in model.graph:
+        for value in node.outputs:
+            readers = tuple(dict.fromkeys(use.node for use in value.uses()))
+            if not readers or value.is_graph_output():
+                continue
+            if not all(r in quantized and _smoothable_reader(r, value) for r in readers):
+                continue
+            source = _source(value)
+            if source is not None:
+                found.append((value, source, readers))
+    return found
+
+
+def smooth(
+    model: ir.Model, proto: onnx.ModelProto, quantized: set[ir.Node],
+    batches: Iterable[Mapping[str, np.ndarray]], alpha: float,
+) -> list[dict[str, object]]:
+    """Apply SmoothQuant to ``model`` in place; returns what was smoothed, for the report."""
+    candidates = smoothing_candidates(model, quantized)
+    if not candidates:
+        return []
+    runner = ActivationRunner(proto, [value.name or "" for value, _, _ in candidates])
+    channel_max: dict[str, np.ndarray] = {}
+    for tensors in runner.run(batches):
+        for name, array in tensors.items():
+            peak = np.abs(array.reshape(-1, array.shape[-1])).max(axis=0)
+            channel_max[name] = np.maximum(channel_max.get(name, peak), peak)
+    smoothings: list[Smoothing] = []
+    report: list[dict[str, object]] = []
+    for value, source, readers in candidates:
+        x_max = channel_max.get(value.name or "")
+        if x_max is None:
+            continue
+        w_max = np.max([np.abs(r.inputs[1].const_value.numpy()).max(axis=1)  # type: ignore[union-attr]
+                        for r in readers], axis=0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            factors = np.power(x_max, alpha) / np.power(w_max, 1.0 - alpha)
+        factors = np.where(np.isfinite(factors) & (factors > 0), factors, 1.0)
+        smoothings.append(Smoothing(source, readers, factors.astype(np.float32)))
+        report.append({"tensor": value.name, "source": node_label(source),
+                       "readers": [node_label(r) for r in readers],
+                       "largest_factor": float(factors.max()),
+                       "smallest_factor": float(factors.min())})
+    SmoothRescale(smoothings)(model)
+    return report

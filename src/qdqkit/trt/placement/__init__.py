@@ -1,0 +1,16 @@
+"""The one Q/DQ placement policy: where TensorRT wants Q/DQ in a float model (``policy``).
+
+``quantize`` places Q/DQ with it and ``fix`` re-places them; the predictor judges the result.
+"""
+
+from __future__ import annotations
+
+from qdqkit.trt.placement.policy import (
+    Placement,
+    QuantPoint,
+    WeightedDecision,
+    matches,
+    plan_placement,
+)
+
+__all__ = ["Placement", "QuantPoint", "WeightedDecision", "matches", "plan_placement"]

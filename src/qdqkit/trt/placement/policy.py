@@ -1,0 +1,454 @@
+"""Where Q/DQ go in a float model so TensorRT fuses them (rule base B, C, D, I).
+
+``plan_placement(model)`` decides, without changing the model, in two linear passes:
+
+1. Weighted ops (Conv, ConvTranspose, Gemm, MatMul with a constant weight) are quantized on their
+   activation input and their weight (D1, C1; weights per output channel, A5/D7), unless
+   excluded, unrunnable, too small or decode arithmetic (``sizes``). A zero Pad in front of a
+   conv takes the Q/DQ before it (C12). Nothing goes on a weighted op's output or inside its
+   BN/activation/SiLU epilogue (D2, C2, C7).
+2. A residual Add that fuses into a quantized conv gets Q/DQ on its skip input only (C3, C5),
+   with the predictor's own choice of which input is the skip.
+3. Walking the graph backwards: an op that commutes with Q/DQ (MaxPool, Concat, nearest Resize,
+   copies; B3) whose outputs are all read in INT8 passes INT8 through, and its inputs join its
+   output's scale group: one scale for the whole Concat/SPPF/MaxPool family, calibrated on the
+   union of their data (B4, C10, C11). An averaging pool or linear Resize whose output is read in
+   INT8 gets Q/DQ on its input (C9, C14), so it runs INT8 between INT8 layers; so does every
+   input of a pointwise layer whose output is read in INT8 (C8), unless its math is precision-
+   sensitive or it holds an Add TensorRT would fuse into a conv.
+4. Network outputs are never quantized; LayerNorm, Softmax, GELU and everything after the last
+   weighted op stay float because nothing asks for INT8 there (C16, C17).
+
+``target="dla"`` instead gives every float tensor a scale, outputs included (I1, I2): DLA's
+implicit INT8 needs one on every tensor, and ``translate`` turns the Q/DQ into the cache.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import onnx_ir as ir
+
+from qdqkit.core.constants import constant_array
+from qdqkit.core.macs import macs_of
+from qdqkit.core.qdq import FLOAT_TYPES, QdqView, node_label
+from qdqkit.core.shapes import ValueTypes, infer_value_types
+from qdqkit.trt.placement.sizes import reads_softmax, too_small
+from qdqkit.trt.predict.fusion import (
+    Block,
+    GraphFacts,
+    chain_root,
+    collect_facts,
+    form_blocks,
+    is_epilogue_op,
+)
+from qdqkit.trt.predict.ops import (
+    AVERAGING_POOLS,
+    DATA_MOVEMENT,
+    POINTWISE,
+    POOLS,
+    SHAPE_OPS,
+    is_default_domain,
+)
+from qdqkit.trt.predict.wanted import commuting_data_index, is_commuting
+
+# Pointwise math that loses too much in INT8 (C17): GELU's erf/tanh, normalizations' roots and
+# powers, softmax's exponentials.
+_SENSITIVE = frozenset({"Erf", "Tanh", "Gelu", "Exp", "Log", "Sqrt", "Reciprocal", "Pow",
+                        "Softplus", "Mish"})
+
+
+# Ops a weighted op's INT8 output travels through without a float round trip: its epilogue
+# (BN, activations, bias arithmetic), copies, pools and Resize.
+_INT8_CARRIERS = DATA_MOVEMENT | POOLS | (POINTWISE - _SENSITIVE) | {
+    "Resize", "Upsample", "Concat",
+}
+
+
+@dataclass(frozen=True)
+class QuantPoint:
+    """One Q/DQ pair: ``value`` quantized for ``readers`` (None: every reader) in scale ``group``."""
+
+    value: ir.Value
+    readers: tuple[ir.Node, ...] | None
+    group: str
+
+
+@dataclass(frozen=True)
+class WeightedDecision:
+    """A weighted op: quantized or kept float, why, and its multiply-accumulates."""
+
+    node: ir.Node
+    quantized: bool
+    reason: str
+    macs: int | None
+
+
+@dataclass
+class Placement:
+    """The plan: Q/DQ points, scale groups (tensors calibrated together) and weighted-op choices."""
+
+    points: list[QuantPoint]
+    groups: dict[str, list[ir.Value]]
+    weighted: list[WeightedDecision]
+    int8_ops: list[ir.Node] = field(default_factory=list)  # non-weighted ops made INT8
+    target: str = "gpu"
+
+    @property
+    def quantized_weighted(self) -> list[ir.Node]:
+        return [d.node for d in self.weighted if d.quantized]
+
+    def observed_tensors(self) -> list[str]:
+        """Every tensor whose data calibrates a group, in a stable order."""
+        return list(dict.fromkeys(v.name or "" for members in self.groups.values()
+                                  for v in members))
+
+    def without_groups(self, groups: Iterable[str]) -> Placement:
+        """The plan minus the points of ``groups`` (tensors that could not be observed)."""
+        dropped = set(groups)
+        return Placement([p for p in self.points if p.group not in dropped],
+                         {k: v for k, v in self.groups.items() if k not in dropped},
+                         self.weighted, self.int8_ops, self.target)
+
+
+class _Groups:
+    """Union-find over values: tensors that must share one INT8 scale."""
+
+    def __init__(self) -> None:
+        self.parent: dict[ir.Value, ir.Value] = {}
+
+    def find(self, value: ir.Value) -> ir.Value:
+        self.parent.setdefault(value, value)
+        root = value
+        while self.parent[root] is not root:
+            root = self.parent[root]
+        while self.parent[value] is not root:  # path compression keeps finds near O(1)
+            self.parent[value], value = root, self.parent[value]
+        return root
+
+    def union(self, a: ir.Value, b: ir.Value) -> None:
+        ra, rb = self.find(a), self.find(b)
+        if ra is not rb:
+            self.parent[rb] = ra
+
+
+def matches(node: ir.Node, patterns: Sequence[str]) -> str | None:
+    """The first ``--exclude`` pattern naming ``node`` (its name, a glob of it, or its op type)."""
+    name = node.name or ""
+    for pattern in patterns:
+        if pattern == node.op_type or fnmatch.fnmatchcase(name, pattern):
+            return pattern
+    return None
+
+
+def plan_placement(
+    model: ir.Model,
+    *,
+    target: str = "gpu",
+    exclude: Sequence[str] = (),
+    blocked: Mapping[ir.Node, str] | None = None,
+    types: ValueTypes | None = None,
+) -> Placement:
+    """The Q/DQ placement of the float ``model`` for ``target`` (see the module docstring).
+
+    ``blocked`` maps nodes that must stay float (e.g. ops onnxruntime cannot run and everything
+    after them) to the reason; ``exclude`` holds node names, globs or op types kept float.
+    """
+    graph = model.graph
+    blocked = dict(blocked or {})
+    types = types if types is not None else infer_value_types(model)
+    facts = collect_facts(graph, QdqView(graph), types)
+    for node in graph:
+        pattern = matches(node, exclude)
+        if pattern is not None and node not in blocked:
+            blocked[node] = f"excluded by --exclude '{pattern}'"
+    weighted = _decide_weighted(facts, blocked, target)
+    quantized = {d.node for d in weighted if d.quantized}
+    qreaders: dict[ir.Value, dict[ir.Node, None]] = {}
+    groups = _Groups()
+    int8_ops: list[ir.Node] = []
+    if target == "dla":
+        _everywhere(facts, blocked, qreaders)
+    else:
+        for node in graph:
+            if node in quantized:
+                value, reader = _activation_entry(facts, node)
+                qreaders.setdefault(value, {})[reader] = None
+        for add, (owner, skip) in facts.residual_owners.items():
+            if owner in quantized and add not in blocked:
+                qreaders.setdefault(skip, {})[add] = None
+    dedicated: set[tuple[ir.Value, ir.Node]] = set()
+    _pass_through(facts, blocked, qreaders, groups, int8_ops, dedicated)
+    points: list[QuantPoint] = []
+    members: dict[str, dict[ir.Value, None]] = {}
+    for value, readers in qreaders.items():
+        root = groups.find(value)
+        key = root.name or ""
+        all_readers = {use.node for use in value.uses()}
+        shared = [r for r in readers if (value, r) not in dedicated]
+        covers_all = set(shared) == all_readers and not value.is_graph_output()
+        chosen = None if covers_all else tuple(sorted(shared, key=lambda n: facts.order[n]))
+        if target == "dla" and value.is_graph_output() and set(readers) == all_readers:
+            chosen = None  # DLA: the network output carries a scale too
+        if chosen is None or chosen:
+            points.append(QuantPoint(value, chosen, key))
+        points.extend(QuantPoint(value, (r,), key) for r in readers if (value, r) in dedicated)
+        members.setdefault(key, {})[value] = None
+    for value in groups.parent:
+        root = groups.find(value)
+        if (root.name or "") in members:
+            members[root.name or ""][value] = None
+    return Placement(points, {k: list(v) for k, v in members.items()}, weighted, int8_ops, target)
+
+
+def _decide_weighted(
+    facts: GraphFacts, blocked: Mapping[ir.Node, str], target: str
+) -> list[WeightedDecision]:
+    view = facts.view
+    decisions = []
+    for node in facts.graph:
+        if node not in facts.weighted:
+            continue
+        w_index = view.weight_index(node)
+        a_index = view.activation_index(node)
+        if w_index is None or a_index is None:
+            continue
+        weight, activation = node.inputs[w_index], node.inputs[a_index]
+        macs = macs_of(node, shape_of=facts.shape_of)
+        reason = blocked.get(node, "")
+        dtype = facts.dtype_of(activation) if activation is not None else None
+        if not reason and (activation is None or (dtype is not None and dtype not in FLOAT_TYPES)):
+            reason = "its input is not a float tensor"
+        if not reason and (weight is None or weight.const_value is None):
+            reason = "its weight is computed from constants, not stored (fold it into one first)"
+        if not reason and target != "dla":
+            softmax = reads_softmax(activation)
+            if softmax is not None:
+                reason = (f"reads Softmax '{node_label(softmax)}': a softmax expectation (decode "
+                          "arithmetic) that INT8 represents poorly")
+        if not reason and target != "dla" and weight is not None and activation is not None:
+            first = activation.is_graph_input()
+            small = too_small(node, weight, facts.shape_of, first)
+            # Fed by an INT8 layer, the Q fuses into that layer for free and float would cost a
+            # Reformat instead: the size rule only saves time where the Q would stand alone.
+            if small is not None and not _int8_fed(facts, activation):
+                reason = small
+        decisions.append(WeightedDecision(node, not reason, reason, macs))
+    return decisions
+
+
+def _int8_fed(facts: GraphFacts, value: ir.Value) -> bool:
+    """Whether ``value`` comes from a weighted op through ops that fuse or stay INT8."""
+    current = value
+    for _ in range(32):
+        producer = current.producer()
+        if producer is None:
+            return False
+        if producer in facts.weighted:
+            return True
+        if producer.op_type not in _INT8_CARRIERS or not is_default_domain(producer):
+            return False
+        data = facts.data_inputs(producer)
+        if not data:
+            return False
+        current = data[0]
+    return False
+
+
+def _activation_entry(facts: GraphFacts, node: ir.Node) -> tuple[ir.Value, ir.Node]:
+    """Where a weighted op's activation Q/DQ goes: before a zero Pad in front of a conv (C12)."""
+    index = facts.view.activation_index(node)
+    assert index is not None
+    value = node.inputs[index]
+    assert value is not None
+    pad = value.producer()
+    if (node.op_type in ("Conv", "ConvTranspose") and pad is not None and pad.op_type == "Pad"
+            and _zero_pad(pad) and len(list(value.uses())) == 1 and not value.is_graph_output()
+            and pad.inputs and pad.inputs[0] is not None):
+        return pad.inputs[0], pad
+    return value, node
+
+
+def _zero_pad(pad: ir.Node) -> bool:
+    mode = pad.attributes.get("mode")
+    if mode is not None and mode.as_string() != "constant":
+        return False
+    if len(pad.inputs) > 2 and pad.inputs[2] is not None:
+        fill = constant_array(pad.inputs[2])
+        if fill is None or (fill.size and float(fill.reshape(-1)[0]) != 0.0):
+            return False
+    if len(pad.inputs) > 1 and pad.inputs[1] is not None:
+        pads = constant_array(pad.inputs[1])
+        return pads is not None and bool((pads >= 0).all())
+    attr = pad.attributes.get("pads")
+    return attr is not None and min(attr.as_ints(), default=0) >= 0
+
+
+def _float_data(facts: GraphFacts, value: ir.Value | None) -> bool:
+    if value is None or facts.is_constant(value):
+        return False
+    dtype = facts.dtype_of(value)
+    return dtype is None or dtype in FLOAT_TYPES
+
+
+def _everywhere(
+    facts: GraphFacts, blocked: Mapping[ir.Node, str], qreaders: dict[ir.Value, dict[ir.Node, None]]
+) -> None:
+    """DLA (I2): a scale on every float tensor that a runnable node reads or the network outputs,
+    except tensors inside a fused layer (a conv's BN/activation/residual epilogue): Q/DQ there
+    would break the fusion the GPU fallback needs, and ``translate`` carries the layer's scale."""
+    _, block_of = form_blocks(facts)
+    for node in facts.graph:
+        if node in blocked or node.op_type in SHAPE_OPS or node in facts.folded_nodes:
+            continue
+        if not is_default_domain(node):
+            continue
+        for index, value in enumerate(node.inputs):
+            if node in facts.weighted and index == facts.view.weight_index(node):
+                continue
+            if _float_data(facts, value) and value is not None:
+                producer = value.producer()
+                inside = producer is not None and block_of.get(producer) is not None and (
+                    block_of.get(producer) is block_of.get(node))
+                if (producer is None or producer not in blocked) and not inside:
+                    qreaders.setdefault(value, {})[node] = None
+    for value in facts.graph.outputs:
+        producer = value.producer()
+        if _float_data(facts, value) and (producer is None or producer not in blocked):
+            qreaders.setdefault(value, {})
+
+
+def _pass_through(
+    facts: GraphFacts,
+    blocked: Mapping[ir.Node, str],
+    qreaders: dict[ir.Value, dict[ir.Node, None]],
+    groups: _Groups,
+    int8_ops: list[ir.Node],
+    dedicated: set[tuple[ir.Value, ir.Node]],
+) -> None:
+    """Step 3 of the module docstring, in reverse topological order (readers decided first).
+
+    A conv output read by an INT8 Add besides other INT8 readers gets a Q/DQ of its own for that
+    Add (same scale): with one shared Q the predictor would take the Add for a residual the conv
+    should fuse (QDQ202), which it cannot with several readers.
+    """
+    passing: dict[ir.Value, set[ir.Node]] = {}
+    pointwise_last = _int8_pointwise_blocks(facts, blocked)
+
+    def read_in_int8(value: ir.Value) -> bool:
+        if value.is_graph_output():
+            return False
+        readers = {use.node for use in value.uses()}
+        int8 = set(qreaders.get(value, ())) | passing.get(value, set())
+        shapes = {r for r in readers - int8 if r.op_type in SHAPE_OPS}
+        if not readers or not readers - shapes <= int8 or readers == shapes:
+            return False
+        for reader in shapes:  # reads only the shape: it may read the DQ's output as well
+            qreaders.setdefault(value, {})[reader] = None
+        return True
+
+    for node in reversed(list(facts.graph)):
+        if node in blocked or node in facts.folded_nodes or not is_default_domain(node):
+            continue
+        outputs = [v for v in node.outputs if v is not None]
+        if not outputs or not all(read_in_int8(v) for v in outputs):
+            continue
+        if is_commuting(node) and node.op_type != "Pad":
+            data = [node.inputs[i] for i in sorted(commuting_data_index(node))
+                    if i < len(node.inputs)]
+            if not all(_float_data(facts, v) for v in data if v is not None and
+                       not facts.is_constant(v)):
+                continue
+            for value in data:
+                if value is None or facts.is_constant(value):
+                    continue
+                passing.setdefault(value, set()).add(node)
+                for out in outputs:
+                    groups.union(out, value)
+            if node.op_type in ("MaxPool", "GlobalMaxPool", "Concat", "Resize", "Upsample"):
+                int8_ops.append(node)
+        elif node.op_type in AVERAGING_POOLS or node.op_type in ("Resize", "Upsample"):
+            value = node.inputs[0] if node.inputs else None
+            if _float_data(facts, value) and value is not None:
+                qreaders.setdefault(value, {})[node] = None
+                int8_ops.append(node)
+        elif node in pointwise_last:
+            # C8: a pointwise layer runs INT8 with DQ on every input and Q on its output; its
+            # inputs come from INT8 layers anyway (a squeeze-excite gate, a decomposed HardSwish).
+            block = pointwise_last[node]
+            inside = set(block.nodes)
+            for member in block.nodes:
+                external = [v for v in member.inputs if v is not None and _float_data(facts, v)
+                            and v.producer() not in inside]
+                for value in external:
+                    qreaders.setdefault(value, {})[member] = None
+                    if member.op_type == "Add" and len(external) == 2 and _conv_fed(facts, value):
+                        dedicated.add((value, member))
+                if member.op_type in ("Add", "Sub") and len(external) == 2:
+                    groups.union(external[0], external[1])  # one scale for both (C6, B4)
+            int8_ops.extend(reversed(block.nodes))
+    for value in facts.graph.inputs:
+        # A network input reached through commuting ops takes the Q itself: the Reformat that
+        # quantizes a network input is unavoidable (B8), one past the copies is not.
+        if value in passing and read_in_int8(value):
+            for node in sorted(passing[value], key=lambda n: facts.order[n]):
+                qreaders.setdefault(value, {})[node] = None
+    int8_ops.reverse()
+
+
+def _int8_pointwise_blocks(facts: GraphFacts, blocked: Mapping[ir.Node, str]
+                           ) -> dict[ir.Node, Block]:
+    """Pointwise blocks (as TensorRT fuses them) that may run INT8, keyed by their last node.
+
+    Left out, so they stay float: blocks with precision-sensitive math (exp, log, erf, roots,
+    powers, divisions by computed values: GELU, LayerNorm, softmax pieces; C17), and blocks with
+    an Add that reads a conv chain, which TensorRT would otherwise fuse (QDQ202; C3, C6).
+    """
+    blocks, block_of = form_blocks(facts)
+    sensitive = {b for b in blocks if any(_sensitive(facts, n) for n in b.nodes)}
+    found: dict[ir.Node, Block] = {}
+    for block in blocks:
+        if block.weighted is not None or not all(
+            n.op_type in POINTWISE and is_default_domain(n) and n not in blocked
+            for n in block.nodes
+        ):
+            continue
+        feeders = {block_of.get(p) for n in block.nodes for v in facts.data_inputs(n)
+                   if (p := v.producer()) is not None}
+        if block in sensitive or feeders & sensitive:  # a GELU's tail is still GELU
+            continue
+        if any(n.op_type == "Add" and len(facts.data_inputs(n)) == 2
+               and any(_conv_fed(facts, v) and len(list(v.uses())) == 1
+                       for v in facts.data_inputs(n)) for n in block.nodes):
+            continue
+        found[block.last] = block
+    return found
+
+
+def _conv_fed(facts: GraphFacts, value: ir.Value) -> bool:
+    """Whether the predictor would see ``value`` as a conv chain once one Q reads all of it.
+
+    That is ``chain_root`` with the reader count of ``value`` itself ignored: a Q/DQ covering
+    every reader leaves the chain with the single reader the predictor asks for (QDQ202).
+    """
+    if len(list(value.uses())) == 1 and not value.is_graph_output():
+        return chain_root(facts, value) is not None
+    producer = value.producer()
+    if producer is None:
+        return False
+    if producer in facts.weighted:
+        return True
+    data = facts.data_inputs(producer)
+    if len(data) == 1 and is_epilogue_op(facts, producer, data[0]):
+        return chain_root(facts, data[0]) is not None
+    return False
+
+
+def _sensitive(facts: GraphFacts, node: ir.Node) -> bool:
+    if node.op_type in _SENSITIVE:
+        return True
+    if node.op_type == "Div":
+        return len(node.inputs) > 1 and not facts.is_constant(node.inputs[1])
+    return False

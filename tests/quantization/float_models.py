@@ -1,0 +1,158 @@
+"""Float models in the shapes real networks take, for placement and pipeline tests.
+
+ResNet (BN, residual Adds, a downsample shortcut, GlobalAveragePool, FC), YOLO (Focus Slices,
+Conv-BN-SiLU, C2f-style Split/Concat with Bottleneck Adds, SPPF MaxPools, Resize, a Detect head with
+DFL softmax-expectation decode), MobileNetV3 (depthwise, HardSwish, squeeze-excite) and a
+transformer block (LayerNorm, attention MatMuls, Softmax, GELU). Weights are seeded random, scaled
+so activations keep a sane range through the depth.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from onnx import TensorProto
+
+from qdqkit.examples.graph import GraphBuilder
+
+
+def _cbr(g: GraphBuilder, x: str, cin: int, cout: int, k: int = 3, stride: int = 1,
+         act: str = "Relu", group: int = 1) -> str:
+    std = float(np.sqrt(2.0 / (cin // group * k * k)))
+    y = g.conv(x, cin, cout, k, stride=stride, group=group, weight="float", std=std)
+    y = g.bn(y, cout, random=True)
+    if act == "Relu":
+        return g.node("Relu", [y])
+    if act == "SiLU":
+        return g.node("Mul", [y, g.node("Sigmoid", [y])])
+    if act == "HardSwish":
+        return g.node("HardSwish", [y])
+    return y
+
+
+def resnet(batch: int | str = 1, size: int = 32) -> GraphBuilder:
+    g = GraphBuilder("resnet_like", seed=1)
+    x = g.input("images", [batch, 3, size, size])
+    x = _cbr(g, x, 3, 32, stride=2)
+    x = g.node("MaxPool", [x], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
+    for cin, cout, stride in ((32, 32, 1), (32, 64, 2)):
+        y = _cbr(g, x, cin, cout, stride=stride)
+        y = g.bn(g.conv(y, cout, cout, weight="float", std=float(np.sqrt(1.0 / (cout * 9)))),
+                 cout, random=True)
+        skip = x if stride == 1 else g.bn(g.conv(x, cin, cout, 1, stride=stride, weight="float",
+                                                  std=float(np.sqrt(1.0 / cin))), cout)
+        x = g.node("Relu", [g.node("Add", [y, skip])])
+    x = g.node("Flatten", [g.node("GlobalAveragePool", [x])])
+    g.gemm(x, 64, 10, weight="float", std=0.1, out="logits")
+    g.output("logits", [batch, 10])
+    return g
+
+
+def yolo(size: int = 64) -> GraphBuilder:
+    g = GraphBuilder("yolo_like", seed=2)
+    x = g.input("images", [1, 3, size, size])
+    starts = [(0, 0), (1, 0), (0, 1), (1, 1)]
+    slices = [g.node("Slice", [x, g.const(np.array([h, w], np.int64)),
+                                g.const(np.array([size, size], np.int64)),
+                                g.const(np.array([2, 3], np.int64)),
+                                g.const(np.array([2, 2], np.int64))]) for h, w in starts]
+    x = g.node("Concat", slices, axis=1)
+    x = _cbr(g, x, 12, 32, act="SiLU")
+    p3 = _cbr(g, x, 32, 64, stride=2, act="SiLU")
+    # C2f: split in two, a bottleneck with a residual Add on one half, concat everything
+    a, b = (g.fresh("split_a"), g.fresh("split_b"))
+    g.nodes.append(__import__("onnx").helper.make_node(
+        "Split", [p3, g.const(np.array([32, 32], np.int64))], [a, b], axis=1, name="c2f.split"))
+    m = _cbr(g, _cbr(g, b, 32, 32, act="SiLU"), 32, 32, act="SiLU")
+    m = g.node("Add", [b, m])
+    c2f = _cbr(g, g.node("Concat", [a, b, m], axis=1), 96, 64, 1, act="SiLU")
+    # SPPF
+    s = _cbr(g, c2f, 64, 32, 1, act="SiLU")
+    pools = [s]
+    for _ in range(3):
+        pools.append(g.node("MaxPool", [pools[-1]], kernel_shape=[5, 5], pads=[2, 2, 2, 2]))
+    p4 = _cbr(g, _cbr(g, g.node("Concat", pools, axis=1), 128, 64, 1, act="SiLU"), 64, 64,
+              stride=2, act="SiLU")
+    up = g.node("Resize", [p4, "", g.const(np.array([1, 1, 2, 2], np.float32))], mode="nearest")
+    neck = _cbr(g, g.node("Concat", [up, c2f], axis=1), 128, 64, act="SiLU")
+    # Detect head: box branch (4 x 16 DFL bins) and class branch, then decode
+    box = g.conv(_cbr(g, neck, 64, 64, act="SiLU"), 64, 64, 1, weight="float", std=0.05)
+    cls = g.conv(_cbr(g, neck, 64, 64, act="SiLU"), 64, 16, 1, weight="float", std=0.05)
+    hw = (size // 4) ** 2
+    box = g.node("Reshape", [box, g.const(np.array([1, 4, 16, hw], np.int64))])
+    box = g.node("Softmax", [g.node("Transpose", [box], perm=[0, 2, 1, 3])], axis=1)
+    dfl = g.const(np.arange(16, dtype=np.float32).reshape(1, 16, 1, 1), "dfl.weight")
+    box = g.node("Conv", [box, dfl], name="dfl", kernel_shape=[1, 1])
+    box = g.node("Reshape", [box, g.const(np.array([1, 4, hw], np.int64))])
+    lt, rb = g.fresh("lt"), g.fresh("rb")
+    g.nodes.append(__import__("onnx").helper.make_node(
+        "Split", [box, g.const(np.array([2, 2], np.int64))], [lt, rb], axis=1, name="decode.split"))
+    anchors = g.const(np.random.default_rng(0).uniform(0, size, (1, 2, hw)).astype(np.float32))
+    xy = g.node("Sub", [anchors, lt])
+    wh = g.node("Add", [anchors, rb])
+    boxes = g.node("Mul", [g.node("Concat", [xy, wh], axis=1), g.const(np.float32(4.0))])
+    scores = g.node("Sigmoid", [g.node("Reshape", [cls, g.const(np.array([1, 16, hw],
+                                                                         np.int64))])])
+    g.node("Concat", [boxes, scores], axis=1, out="detections")
+    g.output("detections", [1, 20, hw])
+    return g
+
+
+def mobilenet(size: int = 32) -> GraphBuilder:
+    g = GraphBuilder("mobilenet_like", seed=3, opset=14)
+    x = g.input("images", [1, 3, size, size])
+    x = _cbr(g, x, 3, 16, stride=2, act="HardSwish")
+    for cin, mid, cout in ((16, 64, 24), (24, 72, 24)):
+        y = _cbr(g, x, cin, mid, 1, act="HardSwish")
+        y = _cbr(g, y, mid, mid, 3, act="HardSwish", group=mid)  # depthwise
+        se = g.node("GlobalAveragePool", [y])
+        se = g.node("Relu", [g.conv(se, mid, 16, 1, weight="float", std=0.2)])
+        se = g.node("HardSigmoid", [g.conv(se, 16, mid, 1, weight="float", std=0.2)])
+        y = g.node("Mul", [y, se])
+        y = _cbr(g, y, mid, cout, 1, act="none")
+        x = g.node("Add", [x, y]) if cin == cout else y
+    x = g.node("Flatten", [g.node("GlobalAveragePool", [x])])
+    g.gemm(x, 24, 10, weight="float", out="logits")
+    g.output("logits", [1, 10])
+    return g
+
+
+def transformer(tokens: int = 16, dim: int = 64) -> GraphBuilder:
+    g = GraphBuilder("transformer_block", seed=4, opset=17)
+    x = g.input("tokens", [1, tokens, dim])
+
+    def linear(v: str, cin: int, cout: int) -> str:
+        w = g.const(g.rng.normal(0, 1 / np.sqrt(cin), (cin, cout)).astype(np.float32))
+        return g.node("Add", [g.node("MatMul", [v, w]), g.const(np.zeros(cout, np.float32))])
+
+    def norm(v: str) -> str:
+        return g.node("LayerNormalization", [v, g.const(np.ones(dim, np.float32)),
+                                             g.const(np.zeros(dim, np.float32))], axis=-1)
+
+    h = norm(x)
+    q, k, v = (linear(h, dim, dim) for _ in range(3))
+    att = g.node("MatMul", [q, g.node("Transpose", [k], perm=[0, 2, 1])])
+    att = g.node("Softmax", [g.node("Mul", [att, g.const(np.float32(1 / np.sqrt(dim)))])], axis=-1)
+    x = g.node("Add", [x, linear(g.node("MatMul", [att, v]), dim, dim)])
+    h = linear(norm(x), dim, 4 * dim)
+    gelu = g.node("Mul", [g.node("Mul", [h, g.node("Add", [g.node("Erf", [
+        g.node("Div", [h, g.const(np.float32(np.sqrt(2.0)))])]), g.const(np.float32(1.0))])]),
+        g.const(np.float32(0.5))])
+    g.node("Add", [x, linear(gelu, 4 * dim, dim)], out="hidden")
+    g.output("hidden", [1, tokens, dim])
+    return g
+
+
+def all_models() -> dict[str, GraphBuilder]:
+    return {"resnet": resnet(), "yolo": yolo(), "mobilenet": mobilenet(),
+            "transformer": transformer()}
+
+
+def calibration_batches(g: GraphBuilder, count: int = 8, seed: int = 0) -> list[dict]:
+    rng = np.random.default_rng(seed)
+    batches = []
+    for value in g.inputs:
+        dims = [d.dim_value or 1 for d in value.type.tensor_type.shape.dim]
+        assert value.type.tensor_type.elem_type == TensorProto.FLOAT
+        batches.append((value.name, dims))
+    return [{name: rng.normal(0, 1, dims).astype(np.float32) for name, dims in batches}
+            for _ in range(count)]

@@ -1,0 +1,310 @@
+"""qdqkit.quantize end to end: numerics against the float model, files, refusals, options."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnx_ir as ir
+import pytest
+
+from qdqkit.core.errors import QdqkitError
+from qdqkit.core.numerics import make_session
+from qdqkit.core.qdq import is_dequantize, is_quantize
+from qdqkit.core.upcast import upcast_float16
+from qdqkit.examples.graph import GraphBuilder
+from qdqkit.quantization import quantize
+from tests.quantization.float_models import (
+    calibration_batches,
+    mobilenet,
+    resnet,
+    transformer,
+    yolo,
+)
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+
+
+def _snr_db(builder: GraphBuilder, model: ir.Model, batches: list[dict]) -> float:
+    """Output SNR of ``model`` against the float model, fp16 upcast as ``verify`` does."""
+    copy = ir.from_proto(ir.serde.serialize_model(model))
+    upcast_float16(copy)
+    reference = make_session(builder.proto().SerializeToString())
+    test = make_session(copy)
+    signal = noise = 0.0
+    for feeds in batches:
+        for a, b in zip(reference.run(None, feeds), test.run(None, feeds), strict=True):
+            signal += float((a.astype(np.float64) ** 2).sum())
+            noise += float(((a.astype(np.float64) - b) ** 2).sum())
+    return 10 * np.log10(signal / noise)
+
+
+@pytest.mark.parametrize("family,floor_db", [
+    (resnet, 30.0), (yolo, 40.0), (mobilenet, 28.0), (transformer, 28.0)])
+@pytest.mark.parametrize("trt", ["10", "11"])
+def test_quantized_model_stays_close_to_float(family, floor_db: float, trt: str) -> None:  # type: ignore[no-untyped-def]
+    builder = family()
+    result = quantize(builder.proto(), calibration_batches(builder, 16), trt=trt)
+    assert result.model is not None
+    qdq = sum(1 for n in result.model.graph if is_quantize(n))
+    assert qdq > 0
+    # Held-out samples from the calibration distribution.
+    assert _snr_db(builder, result.model, calibration_batches(builder, 4, seed=9)) > floor_db
+
+
+def test_trt11_remainder_is_fp16_and_trt10_keeps_fp32() -> None:
+    builder = resnet()
+    fp16 = quantize(builder.proto(), calibration_batches(builder, 4), trt="11").model
+    fp32 = quantize(builder.proto(), calibration_batches(builder, 4), trt="10").model
+    assert fp16 is not None and fp32 is not None
+    gemm = next(n for n in fp16.graph if n.op_type == "Gemm")
+    assert gemm.outputs[0].dtype == ir.DataType.FLOAT16
+    assert fp16.graph.outputs[0].dtype == ir.DataType.FLOAT  # network I/O keeps float32
+    assert fp16.opset_imports[""] >= 19
+    assert next(n for n in fp32.graph if n.op_type == "Gemm").outputs[0].dtype == ir.DataType.FLOAT
+    assert fp16.graph.inputs[0].dtype == ir.DataType.FLOAT
+
+
+def test_overflowing_node_stays_fp32_and_is_listed() -> None:
+    g = GraphBuilder("big", seed=1)
+    x = g.input("x", [1, 16, 8, 8])
+    y = g.conv(x, 16, 16, weight="float", name="c1")
+    big = g.node("Mul", [y, g.const(np.float32(1e6))], name="scale_up")
+    small = g.node("Mul", [big, g.const(np.float32(1e-6))], name="scale_down")
+    g.conv(small, 16, 16, weight="float", name="c2")
+    g.output(g.nodes[-1].output[0], [1, 16, 8, 8])
+    result = quantize(g.proto(), calibration_batches(g, 4), trt="11")
+    assert "scale_up" in result.fp32_nodes and "65504" in result.fp32_nodes["scale_up"]
+    assert result.model is not None
+    node = next(n for n in result.model.graph if n.name == "scale_up")
+    assert node.outputs[0].dtype == ir.DataType.FLOAT
+    assert _snr_db(g, result.model, calibration_batches(g, 2, seed=3)) > 25
+
+
+def test_writes_model_and_report_atomically_and_leaves_input_alone(tmp_path: Path) -> None:
+    builder = yolo()
+    source = builder.save(tmp_path / "yolo.onnx")
+    digest = hashlib.sha256(source.read_bytes()).hexdigest()
+    np.save(tmp_path / "calib.npy", np.concatenate(
+        [b["images"] for b in calibration_batches(builder, 6)]))
+    out = tmp_path / "out" / "yolo_int8.onnx"
+    out.parent.mkdir()
+    result = quantize(source, tmp_path / "calib.npy", output=out, method="mse")
+    assert hashlib.sha256(source.read_bytes()).hexdigest() == digest
+    assert sorted(p.name for p in out.parent.iterdir()) == ["yolo_int8.onnx",
+                                                            "yolo_int8.quant.json"]
+    report = json.loads((out.parent / "yolo_int8.quant.json").read_text())
+    assert report["format"] == "qdqkit.quant/1"
+    assert report["options"]["method"] == "mse" and report["calibration"]["samples"] == 6
+    tensor = report["tensors"][0]
+    assert set(tensor) >= {"tensor", "scale", "method", "observed_range", "clipped_fraction"}
+    assert tensor["scale"] == pytest.approx(tensor["amax"] / 127)
+    dfl = next(w for w in report["weighted"] if w["node"] == "dfl")
+    assert dfl["quantized"] is False and "Softmax" in dfl["why_not"]
+    assert result.trtexec == f"trtexec --onnx={out}"
+    saved = onnx.load(out)
+    onnx.checker.check_model(saved)
+    meta = {p.key: p.value for p in saved.metadata_props}
+    assert json.loads(meta["qdqkit.quantize"])["calibration"]["random"] is False
+    # Deterministic: the same inputs give the same bytes.
+    again = tmp_path / "again.onnx"
+    quantize(source, tmp_path / "calib.npy", output=again, method="mse")
+    assert again.read_bytes() == out.read_bytes()
+
+
+def test_scales_do_not_depend_on_batch_size_or_order(tmp_path: Path) -> None:
+    builder = mobilenet()
+    data = np.concatenate([b["images"] for b in calibration_batches(builder, 8)])
+    first = quantize(builder.proto(), [{"images": data[i:i + 1]} for i in range(8)],
+                     method="entropy")
+    shuffled = quantize(builder.proto(), [{"images": data[i:i + 1]} for i in (7, 3, 5, 0, 2, 6, 1, 4)],
+                        method="entropy")
+    assert [t.scale for t in first.tensors] == [t.scale for t in shuffled.tensors]
+    g = resnet(batch="N")
+    data = np.concatenate([b["images"] for b in calibration_batches(g, 8)])
+    one = quantize(g.proto(), [{"images": data[i:i + 1]} for i in range(8)], method="percentile")
+    four = quantize(g.proto(), [{"images": data[i:i + 4]} for i in (0, 4)], method="percentile")
+    assert [t.scale for t in one.tensors] == [t.scale for t in four.tensors]
+
+
+def test_refuses_already_quantized_models() -> None:
+    with pytest.raises(QdqkitError, match=r"already quantized.*lint.*fix"):
+        quantize(FIXTURES / "models" / "polygraphy_qdq_conv.onnx", "random")
+    g = GraphBuilder("int", seed=0)
+    x = g.input("x", [1, 1, 4, 4], dtype=onnx.TensorProto.UINT8)
+    g.node("ConvInteger", [x, g.const(np.ones((1, 1, 1, 1), np.uint8))], out="y")
+    g.output("y", [1, 1, 4, 4], dtype=onnx.TensorProto.INT32)
+    with pytest.raises(QdqkitError, match="ConvInteger"):
+        quantize(g.proto(), "random")
+
+
+def test_old_opset_is_converted_not_relabelled() -> None:
+    builder = GraphBuilder("old", opset=11, seed=0)
+    x = builder.input("x", [1, 16, 8, 8])
+    y = builder.node("Relu", [builder.conv(x, 16, 16, weight="float")])
+    builder.conv(y, 16, 16, weight="float")
+    builder.output(builder.nodes[-1].output[0], [1, 16, 8, 8])
+    result = quantize(builder.proto(), calibration_batches(builder, 2), trt="10")
+    assert result.model is not None and result.model.opset_imports[""] >= 13
+    assert any(is_dequantize(n) for n in result.model.graph)
+
+
+def test_random_calibration_is_never_silent() -> None:
+    builder = resnet()
+    result = quantize(builder.proto(), "random", calib_limit=2)
+    assert result.calibration["random"] is True
+    assert any("random data" in w for w in result.warnings)
+    assert result.model is not None
+    assert "random" in result.model.metadata_props["qdqkit.calibration"]
+
+
+def test_plugin_nodes_stay_float_and_the_rest_is_calibrated() -> None:
+    g = GraphBuilder("plugin", seed=0)
+    g.use_domain("trt.plugins", 1)
+    x = g.input("x", [1, 16, 8, 8])
+    y = g.node("Relu", [g.conv(x, 16, 16, weight="float", name="c1")])
+    y = g.conv(y, 16, 16, weight="float", name="c2")
+    g.nodes.append(onnx.helper.make_node("EfficientNMS_TRT", [y], ["nms"], domain="trt.plugins",
+                                         name="nms"))
+    g.output("nms", [1, 16, 8, 8])
+    proto = g.proto()
+    # onnxruntime cannot run it, so calibration feeds only the part before it.
+    result = quantize(proto, [{"x": np.random.default_rng(0).normal(size=(1, 16, 8, 8))
+                               .astype(np.float32)}], trt="10")
+    assert list(result.float_nodes) == ["nms"] and "plugin" in result.float_nodes["nms"]
+    assert all(w.quantized for w in result.weighted)
+
+
+@pytest.mark.parametrize("case,message", [
+    ("names", "has arrays for|no array for"),
+    ("nan", "NaN"),
+    ("empty", "no .npy, .npz or image files"),
+    ("shape", "axis 1 differs"),
+])
+def test_bad_data_is_one_line_and_writes_nothing(tmp_path: Path, case: str, message: str) -> None:
+    builder = resnet()
+    source = builder.save(tmp_path / "m.onnx")
+    data: Path
+    if case == "names":
+        data = tmp_path / "d.npz"
+        np.savez(data, wrong=np.zeros((2, 3, 32, 32), np.float32))
+    elif case == "nan":
+        data = tmp_path / "d.npy"
+        np.save(data, np.full((2, 3, 32, 32), np.nan, np.float32))
+    elif case == "empty":
+        data = tmp_path / "empty"
+        data.mkdir()
+    else:
+        data = tmp_path / "d.npy"
+        np.save(data, np.zeros((2, 4, 32, 32), np.float32))
+    out = tmp_path / "out.onnx"
+    with pytest.raises(QdqkitError, match=message) as info:
+        quantize(source, data, output=out)
+    assert "\n" not in str(info.value)
+    assert sorted(p.name for p in tmp_path.iterdir() if p.suffix in (".onnx", ".json")) == [
+        "m.onnx"]
+
+
+def test_nan_inside_the_network_names_the_tensor(tmp_path: Path) -> None:
+    g = GraphBuilder("log", seed=0)
+    x = g.input("x", [1, 16, 4, 4])
+    y = g.node("Log", [x], name="log", out="logged")
+    g.conv(y, 16, 16, weight="float")
+    g.output(g.nodes[-1].output[0], [1, 16, 4, 4])
+    with pytest.raises(QdqkitError, match=r"'logged'.*NaN"):
+        quantize(g.proto(), [{"x": -np.ones((1, 16, 4, 4), np.float32)}], trt="10")
+
+
+def test_image_folder_with_preprocessing(tmp_path: Path) -> None:
+    pytest.importorskip("PIL")
+    from qdqkit.core.data_specs import parse_preprocess
+
+    builder = resnet()
+    images = FIXTURES / "images"
+    spec = parse_preprocess("size=32x32,mean=0.485/0.456/0.406,std=0.229/0.224/0.225")
+    result = quantize(builder.proto(), images, preprocess=spec, trt="10")
+    assert result.calibration["samples"] == 2 and not result.calibration["random"]
+
+
+def test_per_tensor_weights_use_one_scale() -> None:
+    builder = resnet()
+    model = quantize(builder.proto(), calibration_batches(builder, 2), trt="10",
+                     per_tensor_weights=True).model
+    assert model is not None
+    conv = next(n for n in model.graph if n.op_type == "Conv")
+    dq = conv.inputs[1].producer()
+    assert dq is not None and is_dequantize(dq) and dq.inputs[1].const_value.numpy().ndim == 0
+
+
+def test_external_data_and_the_large_model_path(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import qdqkit.core.activations as activations
+
+    builder = resnet()
+    source = tmp_path / "m.onnx"
+    onnx.save(builder.proto(), source, save_as_external_data=True,
+              all_tensors_to_one_file=True, location="m.data", size_threshold=0)
+    batches = calibration_batches(builder, 2)
+    whole = quantize(source, batches, trt="10", output=tmp_path / "q.onnx")
+    assert whole.lint_errors == 0 and (tmp_path / "q.onnx").exists()
+    # Beyond protobuf's 2 GB the calibration model is saved with external data and run by path.
+    monkeypatch.setattr(activations, "PROTOBUF_LIMIT_BYTES", 1000)
+    large = quantize(source, batches, trt="10")
+    assert [t.scale for t in large.tensors] == [t.scale for t in whole.tensors]
+
+
+def test_a_numpy_forward_lets_calibration_pass_a_plugin() -> None:
+    g = GraphBuilder("hosted", seed=0)
+    g.use_domain("trt.plugins", 1)
+    x = g.input("x", [1, 16, 8, 8])
+    y = g.node("Relu", [g.conv(x, 16, 16, weight="float", name="c1")], out="before")
+    g.nodes.append(onnx.helper.make_node("Double", [y], ["after"], domain="trt.plugins",
+                                         name="double", factor=2.0))
+    g.conv("after", 16, 16, weight="float", name="c2")
+    g.output(g.nodes[-1].output[0], [1, 16, 8, 8])
+    batches = calibration_batches(g, 3)
+    without = quantize(g.proto(), batches, trt="10", method="max")
+    assert [w.quantized for w in without.weighted] == [True, False]  # c2 is after the plugin
+    calls = []
+
+    def double(x: np.ndarray, factor: float) -> np.ndarray:
+        calls.append(x.shape)
+        return x * factor
+
+    hosted = quantize(g.proto(), batches, trt="10", method="max", custom_ops={"Double": double})
+    assert len(calls) == 3 and all(w.quantized for w in hosted.weighted)
+    assert "numpy forward" in hosted.float_nodes["double"]
+    from qdqkit.core.activations import ActivationRunner
+
+    runner = ActivationRunner(g.proto(), ["before"])
+    before = max(float(np.abs(out["before"]).max()) for out in runner.run(batches))
+    scales = {t.tensor: t.scale for t in hosted.tensors}
+    assert scales["after"] == pytest.approx(2 * before / 127, rel=1e-6)
+
+
+def test_smooth_quant_recovers_outlier_channels() -> None:
+    from onnx import numpy_helper
+
+    builder = transformer()
+    proto = builder.proto()
+    for init in proto.graph.initializer:  # a few outlier channels, as trained LayerNorms have
+        array = numpy_helper.to_array(init)
+        if array.shape == (64,) and np.all(array == 1):
+            array = array.copy()
+            array[[3, 17, 40]] = 30.0
+            init.CopyFrom(numpy_helper.from_array(array.astype(np.float32), init.name))
+
+    class Outliers(GraphBuilder):
+        def proto(self) -> onnx.ModelProto:
+            return proto
+
+    reference = Outliers()
+    batches, held = calibration_batches(builder, 16), calibration_batches(builder, 4, seed=9)
+    plain = quantize(proto, batches, trt="10", method="max")
+    smoothed = quantize(proto, batches, trt="10", method="max", smooth_quant=0.5)
+    assert len(smoothed.calibration["smoothed"]) == 2 and smoothed.lint_errors == 0
+    assert smoothed.model is not None and plain.model is not None
+    gain = _snr_db(reference, smoothed.model, held) - _snr_db(reference, plain.model, held)
+    assert gain > 5.0  # measured 22.2 dB -> 31.6 dB

@@ -1,0 +1,175 @@
+"""The placement policy, judged by the engine predictor and lint on every model family.
+
+The bar: the quantized output lints with no error under each TensorRT version, and the predicted
+engine keeps only the Reformats no placement can remove (the network input's Q; a Q after a layer
+the policy keeps float on purpose, such as a LayerNorm). Each family checks the rule it exercises.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx_ir as ir
+import pytest
+
+from qdqkit.core.qdq import is_dequantize, is_quantize
+from qdqkit.quantization import quantize
+from qdqkit.trt.placement import plan_placement
+from tests.quantization.float_models import (
+    calibration_batches,
+    mobilenet,
+    resnet,
+    transformer,
+    yolo,
+)
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "models"
+# Codes that judge where Q/DQ sit (QDQ1xx-4xx); QDQ5xx/6xx are about builds and engines.
+PLACEMENT = ("QDQ1", "QDQ2", "QDQ3", "QDQ4")
+
+
+def _quantized(builder, trt: str = "8.6", **options):  # type: ignore[no-untyped-def]
+    return quantize(builder.proto(), calibration_batches(builder, 4), trt=trt, method="max",
+                    **options)
+
+
+def _placement_warnings(result) -> dict[str, int]:  # type: ignore[no-untyped-def]
+    return {c: n for c, n in result.lint_warnings.items() if c.startswith(PLACEMENT)}
+
+
+def _scale_of_q(model: ir.Model, tensor: str) -> float:
+    q = next(n for n in model.graph if is_quantize(n) and n.inputs[0].name == tensor)
+    return float(q.inputs[1].const_value.numpy())
+
+
+@pytest.mark.parametrize("trt", ["8.6", "10", "11"])
+@pytest.mark.parametrize("family", [resnet, mobilenet])
+def test_cnn_families_lint_clean_with_only_the_input_reformat(family, trt: str) -> None:  # type: ignore[no-untyped-def]
+    result = _quantized(family(), trt)
+    assert result.lint_errors == 0
+    assert _placement_warnings(result) == {}
+    assert result.engine.reformats == 1  # the network input's Q (B8), nothing else
+    assert result.int8_mac_share == 1.0
+
+
+def test_resnet_quantizes_skip_branches_only_and_the_pool() -> None:
+    model = _quantized(resnet()).model
+    assert model is not None
+    for add in (n for n in model.graph if n.op_type == "Add"):
+        via_dq = [v.producer() is not None and is_dequantize(v.producer()) for v in add.inputs]
+        assert sum(via_dq) == 1, add.name  # C3: the skip through Q/DQ, the conv branch not
+    gap = next(n for n in model.graph if n.op_type == "GlobalAveragePool")
+    assert is_dequantize(gap.inputs[0].producer())  # C9: the pool runs INT8 between INT8 layers
+    for q in (n for n in model.graph if is_quantize(n)):
+        # D2/C2: no Q inside an epilogue: what a Q reads is read by nothing that fuses into it.
+        readers = {use.node.op_type for use in q.inputs[0].uses()}
+        assert not readers & {"BatchNormalization", "Relu"}, q.name
+
+
+@pytest.mark.parametrize("trt", ["8.6", "11"])
+def test_yolo_keeps_the_dfl_decode_float_and_shares_sppf_scales(trt: str) -> None:
+    result = _quantized(yolo(), trt)
+    assert result.lint_errors == 0
+    floats = {w.node: w.reason for w in result.weighted if not w.quantized}
+    assert list(floats) == ["dfl"] and "Softmax" in floats["dfl"]
+    assert _placement_warnings(result) == {"QDQ102": 1}  # the DFL conv, float on purpose
+    assert result.engine.reformats == 1
+    model = result.model
+    assert model is not None
+    concat = next(n for n in model.graph if n.op_type == "Concat"
+                  and sum(1 for v in n.inputs if v.producer().op_type == "MaxPool") == 3)
+    sppf_in = concat.inputs[0].name
+    # B4/C10/C11: the SPPF input, the MaxPool chain and the Concat share one scale, so TensorRT
+    # elides the Concat; the Q of the Concat output and of the SPPF input are the same number.
+    q_after = next(n for n in model.graph if is_quantize(n)
+                   and n.inputs[0] is concat.outputs[0])
+    group = next(t.group for t in result.tensors if t.tensor == concat.outputs[0].name)
+    members = {t.tensor for t in result.tensors if t.group == group}
+    assert sppf_in in members or any(
+        t.group == group for t in result.tensors if t.tensor.startswith("maxpool"))
+    assert float(q_after.inputs[1].const_value.numpy()) == pytest.approx(
+        next(t.scale for t in result.tensors if t.group == group), rel=1e-3)  # fp16 in TRT 11
+    outputs = {v.name for v in model.graph.outputs}
+    assert all(not (v.producer() and is_dequantize(v.producer())) for v in model.graph.outputs)
+    assert outputs == {"detections"}
+
+
+def test_transformer_keeps_layernorm_softmax_gelu_and_attention_core_float() -> None:
+    result = _quantized(transformer(), "11")
+    assert result.lint_errors == 0
+    model = result.model
+    assert model is not None
+    quantized_ops = {n.op_type for n in model.graph for v in n.inputs
+                     if v is not None and v.producer() is not None and is_dequantize(v.producer())
+                     and n.op_type not in ("MatMul", "Add")}
+    assert quantized_ops <= {"Cast"}
+    weighted = {w.node: w.quantized for w in result.weighted}
+    assert all(weighted.values()) and len(weighted) == 6  # q, k, v, o, ffn1, ffn2
+    for matmul in (n for n in model.graph if n.op_type == "MatMul"):
+        if matmul.inputs[1].const_value is None and matmul.inputs[1].producer().op_type != "DequantizeLinear":
+            assert not is_dequantize(matmul.inputs[0].producer())  # attention core float
+    # Placement leaves only boundary Reformats: Qs after float LayerNorm/attention/GELU and the
+    # residual stream, never inside an INT8 region.
+    assert set(_placement_warnings(result)) <= {"QDQ204", "QDQ407"}
+    assert set(result.fp32_nodes) == {n.name for n in model.graph
+                                      if n.op_type == "LayerNormalization"}
+
+
+def test_small_layers_fed_by_the_input_stay_float_with_the_threshold() -> None:
+    from tests.quantization.float_models import GraphBuilder
+
+    g = GraphBuilder("tiny", seed=5)
+    x = g.input("x", [1, 3, 16, 16])
+    y = g.conv(x, 3, 4, 3, weight="float", name="tiny_conv")
+    g.node("Relu", [y], out="y")
+    g.output("y", [1, 4, 16, 16])
+    placement = plan_placement(g.ir())
+    decision = placement.weighted[0]
+    assert not decision.quantized and "below 16" in decision.reason and "C20" in decision.reason
+    assert placement.points == []
+
+
+def test_exclude_by_op_type_and_glob() -> None:
+    model = resnet().ir()
+    by_type = plan_placement(model, exclude=["Gemm"])
+    assert [d.node.op_type for d in by_type.weighted if not d.quantized] == ["Gemm"]
+    by_glob = plan_placement(model, exclude=["conv1*"])
+    names = [d.node.name for d in by_glob.weighted if not d.quantized]
+    assert names and all(n.startswith("conv1") for n in names)
+    assert "--exclude 'conv1*'" in by_glob.weighted[0].reason or any(
+        "--exclude" in d.reason for d in by_glob.weighted)
+
+
+@pytest.mark.parametrize("name,shape", [
+    ("mnist", None),
+    ("ultraface_rfb320", None),
+    ("ch_ppocr_mobile_v2.0_cls_infer", [1, 3, 48, 192]),
+])
+@pytest.mark.parametrize("trt", ["8.6", "11"])
+def test_real_models_lint_clean(name: str, shape: list[int] | None, trt: str) -> None:
+    shapes = {"x": shape} if shape else None
+    result = quantize(FIXTURES / f"{name}.onnx", "random", trt=trt, method="max",
+                      calib_limit=2, shapes=shapes)
+    assert result.lint_errors == 0
+    assert _placement_warnings(result) == {}
+    assert result.engine.reformats == 1  # the network input's Q only
+    assert result.int8_mac_share == 1.0
+
+
+def test_dla_placement_gives_translate_a_complete_cache() -> None:
+    from qdqkit.translation.api import TranslateOptions, translate_model
+
+    for family in (resnet, yolo, mobilenet):
+        result = _quantized(family(), "8.6", target="dla")
+        assert result.lint_errors == 0
+        assert "--useDLACore=0" in result.trtexec
+        model = ir.from_proto(ir.serde.serialize_model(result.model))
+        translation = translate_model(model, TranslateOptions(
+            infer_mul_scales=True, infer_concat_scales=True, infer_average_pool_scales=True,
+            add_unary_ew_scales_for_dla=True,
+            addtl_ops_to_infer_adjacent_scales=("BatchNormalization", "HardSwish", "HardSigmoid")))
+        assert translation.fp16_nodes == [] and translation.unscaled_tensors == []
+        outputs = [v.name for v in model.graph.outputs]
+        assert all(name in translation.scales for name in outputs)  # I2: outputs scaled too
+        assert np.isfinite(list(translation.scales.values())).all()
