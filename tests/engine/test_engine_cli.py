@@ -105,3 +105,27 @@ def test_report_takes_the_end_to_end_timing_from_a_trtexec_log(
     code, out, _ = _run(["engine", "report", str(graph_path("qat")), "--profile",
                          str(profile_path("qat")), "--timing", str(log), "--json"], capsys)
     assert code == 0 and json.loads(out)["end_to_end_median_ms"] == 0.44
+
+
+def test_diff_layers_lists_every_matched_layer_with_both_times(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A prediction against the real export: each matched layer's time on both sides."""
+    import onnx
+
+    from qdqkit.examples.resnet import resnet18_qdq
+
+    path = tmp_path / "resnet18-qat.onnx"
+    onnx.save(resnet18_qdq("qat"), path)
+    code, out, err = _run(["engine", "diff", str(path), str(graph_path("qat")),
+                           "--profile-b", str(profile_path("qat")), "--layers"], capsys)
+    assert code == 0, err
+    rows = out.split("layer in A")[1].splitlines()[2:]
+    profiled = {la["name"]: la["averageMs"] for la in json.loads(profile_path("qat").read_text())
+                if isinstance(la, dict) and "averageMs" in la}
+    assert len(rows) >= 30
+    # The real side's column is the profile's own time; the predicted side's is the cost model's.
+    row = next(r for r in rows if "QuantizeLinear_15 " in r + " ")
+    a_ms, b_ms = (float(v) for v in row.split()[-3:-1])
+    assert b_ms == pytest.approx(profiled["QuantizeLinear_15"], abs=5e-4)
+    assert a_ms > 0

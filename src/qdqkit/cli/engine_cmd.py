@@ -135,6 +135,8 @@ def register(subparsers: Any) -> None:
         "changes, fused and lone layers, Reformat counts and latency. A side given as an .onnx "
         "model is the engine qdqkit predicts TensorRT would build from it.",
     )
+    diff.add_argument("--layers", action="store_true",
+                      help="also list every matched layer with its precision and time on both sides")
     add_groups(diff, SIDE_A, SIDE_B, TRT, TARGET, LATENCY, JSON)
     diff.set_defaults(run=run_diff)
 
@@ -208,7 +210,7 @@ def run_diff(args: argparse.Namespace) -> int:
     if JSON.parse(args):
         print_json(result)
     else:
-        print(render_diff(result))
+        print(render_diff(result, every_layer=args.layers))
     return 0
 
 

@@ -79,7 +79,7 @@ def _int8_count(compute: int, int8: int | None) -> str:
     return f"{compute} ({'INT8 unknown' if int8 is None else int8})"
 
 
-def render_diff(diff: EngineDiff) -> str:
+def render_diff(diff: EngineDiff, *, every_layer: bool = False) -> str:
     from qdqkit.engine.diff import short_source
 
     a, b = diff.a, diff.b
@@ -117,4 +117,10 @@ def render_diff(diff: EngineDiff) -> str:
         rows = [[shorten(m.b, 60), milliseconds(m.latency_a_ms), milliseconds(m.latency_b_ms),
                  f"{m.delta_ms:+.3f}"] for m in changed[:10]]
         lines += ["", table(rows, ["largest changes (matched layers)", "A ms", "B ms", "delta"])]
+    if every_layer:
+        rows = [[shorten(m.a, 48), shorten(m.b, 48), m.precision_a, m.precision_b,
+                 milliseconds(m.latency_a_ms), milliseconds(m.latency_b_ms),
+                 "" if m.delta_ms is None else f"{m.delta_ms:+.3f}"] for m in diff.matched]
+        lines += ["", table(rows, ["layer in A", "layer in B", "A", "B", "A ms", "B ms",
+                                   "delta"])]
     return "\n".join(lines)
