@@ -8,6 +8,7 @@ is how a malicious model would read other files.
 
 from __future__ import annotations
 
+import hashlib
 import os
 from pathlib import Path
 
@@ -170,3 +171,12 @@ def stage_model(outputs: OutputSet, model: ir.Model, target: Path) -> None:
     data_path = target.with_name(data_name)
     staged_data = data_path.with_name(data_name)
     outputs.stage_writer(data_path, lambda tmp: os.replace(staged_data, tmp))
+
+
+def file_sha256(path: str | os.PathLike[str]) -> str:
+    """The SHA-256 of a file's bytes, read in 4 MiB pieces (``sha256sum`` prints the same)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as stream:
+        while chunk := stream.read(1 << 22):
+            digest.update(chunk)
+    return digest.hexdigest()

@@ -23,8 +23,9 @@ from onnx_ir.passes.common import RemoveUnusedNodesPass
 
 from qdqkit.core.errors import QdqkitError, UnsupportedModelError
 from qdqkit.core.gc_pause import paused_cyclic_gc
-from qdqkit.core.model_io import load_model
+from qdqkit.core.model_io import file_sha256, load_model
 from qdqkit.core.qdq import QdqView, is_qdq, node_label
+from qdqkit.core.validation import validate_model
 from qdqkit.passes.fold_batchnorm import FoldBatchNormIntoConv
 from qdqkit.passes.fold_pad import FoldPadIntoConv
 from qdqkit.passes.fold_weight_path import FoldWeightReshapeTranspose
@@ -33,9 +34,9 @@ from qdqkit.passes.scales import ScaleOrigin, ScaleTable
 from qdqkit.passes.strip_qdq import StripQdqPairs
 from qdqkit.translation.fp16 import select_fp16_nodes
 from qdqkit.translation.propagate import PropagationOptions, propagate_scales
-from qdqkit.translation.refusals import check_initializer_data, check_translatable
+from qdqkit.translation.refusals import check_translatable
 from qdqkit.translation.weight_scales import WeightScaleMismatch, weight_scale_mismatches
-from qdqkit.translation.writer import OutputPaths, write_outputs
+from qdqkit.translation.writer import SOURCE_KEY, OutputPaths, write_outputs
 from qdqkit.trt.calib_cache import check_version
 
 log = logging.getLogger("qdqkit.translation")
@@ -131,8 +132,8 @@ class TranslateResult:
 def translate_model(model: ir.Model, options: TranslateOptions, where: str = "model") -> Translation:
     """Translate ``model`` in place (it becomes the Q/DQ-free model)."""
     graph = model.graph
+    validate_model(model, where)
     view = QdqView(graph)
-    check_initializer_data(graph, where)
     constants = view.constant_values
     warnings = check_translatable(view, where, constants)
     mismatches = weight_scale_mismatches(view) if options.check_weight_scales else []
@@ -232,6 +233,8 @@ def _translate_file(
     paths = OutputPaths.for_model(output_dir, path.stem)
     if not path.stem:
         raise QdqkitError(f"{path}: cannot name outputs after a file without a name")
+    # verify refuses a bundle checked against another model than the one it came from.
+    model.metadata_props[SOURCE_KEY] = file_sha256(path)
     write_outputs(paths, model, translation.scales, translation.fp16_nodes, version, (path,))
     return TranslateResult(
         input=str(path),

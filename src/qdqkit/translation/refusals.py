@@ -9,12 +9,10 @@ and DQs of computed integer tensors. int32 DQ on constants (biases) are fine: th
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import onnx_ir as ir
 
-from qdqkit.core.errors import ModelLoadError, UnsupportedModelError
+from qdqkit.core.errors import UnsupportedModelError
 from qdqkit.core.qdq import (
     DqSource,
     QdqView,
@@ -41,36 +39,6 @@ def _is_activation(view: QdqView, node: ir.Node, constants: set[ir.Value]) -> bo
             return q is not None and _is_activation(view, q, constants)
         return source == DqSource.GRAPH_INPUT
     return not view.is_weight_quantize(node) and node.inputs[0] not in constants
-
-
-def check_initializer_data(graph: ir.Graph, where: str) -> None:
-    """Refuse initializers whose stored bytes do not match their shape (a truncated writer)."""
-    bitwidths: dict[int, int] = {}  # by data_type: building the enum member costs ~2 us a call
-    for value in graph.initializers.values():
-        tensor = value.const_value
-        if not isinstance(tensor, ir.serde.TensorProtoTensor):
-            continue
-        proto = tensor.raw
-        # From the proto's own fields: going through tensor.shape costs ~20 us a tensor.
-        count = math.prod(proto.dims)
-        data_type = proto.data_type
-        bitwidth = bitwidths.get(data_type)
-        if bitwidth is None:
-            bitwidth = bitwidths[data_type] = ir.DataType(data_type).bitwidth
-        expected = (count * bitwidth + 7) // 8
-        raw = proto.raw_data
-        if raw or proto.HasField("raw_data"):
-            stored = len(raw)
-        else:
-            stored = expected if count == 0 or any(
-                len(getattr(proto, f)) for f in ("float_data", "int32_data", "int64_data",
-                                                 "double_data", "uint64_data", "string_data")
-            ) else 0
-        if stored != expected:
-            raise ModelLoadError(
-                f"{where}: initializer '{value.name}' holds {stored} bytes but its shape needs "
-                f"{expected}; the file is truncated or was written incompletely"
-            )
 
 
 _CONTROL_FLOW = frozenset({"If", "Loop", "Scan", "SequenceMap"})
