@@ -20,6 +20,7 @@ from qdqkit.core import lazy_proto
 from qdqkit.core.atomic import OutputSet
 from qdqkit.core.errors import ModelLoadError
 
+_LFS_POINTER = b"version https://git-lfs.github.com/spec/"
 # Above this, protobuf cannot hold the model in one message; weights go to a side file.
 _PROTOBUF_LIMIT_BYTES = 2_000_000_000 - 64 * 1024 * 1024
 
@@ -35,8 +36,18 @@ def load_model(path: str | os.PathLike[str], *, lazy_weights: bool = False) -> i
         raise ModelLoadError(f"{model_path}: no such file")
     if model_path.is_dir():
         raise ModelLoadError(f"{model_path}: is a folder; give the path of an .onnx file")
+    if not model_path.is_file():
+        raise ModelLoadError(
+            f"{model_path}: is not a regular file (a FIFO, socket or device); give an .onnx file"
+        )
     if model_path.stat().st_size == 0:
         raise ModelLoadError(f"{model_path}: the file is empty")
+    with open(model_path, "rb") as stream:
+        head = stream.read(len(_LFS_POINTER))
+    if head == _LFS_POINTER:
+        raise ModelLoadError(
+            f"{model_path}: is a Git LFS pointer, not the model; fetch it with 'git lfs pull'"
+        )
     try:
         model = (lazy_proto.load_lazily(model_path) if lazy_weights else None) or _load_whole(
             model_path
@@ -117,6 +128,11 @@ def check_external_data(model: ir.Model, model_path: Path) -> None:
                 "(move the data file beside the model)"
             )
         if data_path not in sizes:
+            if data_path.exists() and not data_path.is_file():
+                raise ModelLoadError(
+                    f"{where}, which is not a regular file (a FIFO, socket, device or folder); "
+                    "external data must be a file beside the model"
+                )
             if not data_path.is_file():
                 raise ModelLoadError(
                     f"{where}, which is missing; copy the data file beside the model"

@@ -173,6 +173,7 @@ def translate_model(model: ir.Model, options: TranslateOptions, where: str = "mo
     propagated = propagate_scales(graph, scales, options.propagation())
     selection = select_fp16_nodes(graph, scales, options.add_unary_ew_scales_for_dla)
     named = _scales_by_name(graph, scales)
+    _check_printable(where, named, selection.nodes)
     if log.isEnabledFor(logging.DEBUG):
         for entry in scales:
             log.debug("scale %-48s %.9g  (%s: %s)", entry.value.name, entry.scale,
@@ -196,6 +197,18 @@ def translate_model(model: ir.Model, options: TranslateOptions, where: str = "mo
         warnings=warnings,
         mixed_readers=mixed_readers,
     )
+
+
+def _check_printable(where: str, scales: dict[str, float], fp16_nodes: list[str]) -> None:
+    """The cache and the layer-argument file are lines of text: a name with a control character
+    (``\n``, ``\r``, ...) would break them, so it is refused for every output format at once."""
+    for kind, names in (("tensor", scales), ("node", fp16_nodes)):
+        for name in names:
+            if any(ord(c) < 32 or ord(c) == 127 for c in name):
+                raise UnsupportedModelError(
+                    f"{where}: {kind} {name!r} has a control character in its name, which the "
+                    "calibration cache and --layerPrecisions cannot carry; rename it in the model"
+                )
 
 
 def _scales_by_name(graph: ir.Graph, scales: ScaleTable) -> dict[str, float]:
