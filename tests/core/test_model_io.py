@@ -121,7 +121,7 @@ def test_outputs_get_the_normal_file_mode(tmp_path: Path) -> None:
 def test_a_git_lfs_pointer_is_named(tmp_path: Path) -> None:
     path = tmp_path / "model.onnx"
     path.write_text("version https://git-lfs.github.com/spec/v1\noid sha256:abc\nsize 123\n")
-    with pytest.raises(ModelLoadError, match="Git LFS pointer.*git lfs pull"):
+    with pytest.raises(ModelLoadError, match=r"Git LFS pointer.*git lfs pull"):
         load_model(path)
 
 
