@@ -109,8 +109,9 @@ def _serialize_sharing_weights(model: ir.Model, options: Any) -> tuple[bytes, li
     inputs = set(model.graph.inputs)  # an initializer that is also an input (IR 3) stays inline
     for value in model.graph.initializers.values():
         tensor = value.const_value
-        small = tensor is None or tensor.nbytes < _SHARED_MIN_BYTES
-        if small or tensor.dtype not in _SHAREABLE or value in inputs:
+        if tensor is None or value in inputs:
+            continue
+        if tensor.nbytes < _SHARED_MIN_BYTES or tensor.dtype not in _SHAREABLE:
             continue
         array = tensor.numpy()
         if isinstance(tensor, ir.ExternalTensor) or not array.flags.c_contiguous:
