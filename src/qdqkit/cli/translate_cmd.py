@@ -130,9 +130,9 @@ def render(result: Any, verbose: bool = False) -> str:
         lines.append(f"  tensors without a scale: {', '.join(result.unscaled_tensors)}")
     for mismatch in result.weight_scale_mismatches[:5]:
         lines.append(
-            f"  note: weight '{mismatch.weight}' of '{mismatch.node}' has scales up to "
-            f"{mismatch.max_relative_difference:.1%} away from max|w|/127; TensorRT recomputes "
-            "them (use --calibration_type histogram to skip this check)"
+            f"  note: TensorRT requantizes weight '{mismatch.weight}' of '{mismatch.node}' at "
+            f"max|w|/127, which moves its values by up to {mismatch.max_relative_difference:.2%}"
+            " of max|w| (use --calibration_type histogram to skip this check)"
         )
     if len(result.weight_scale_mismatches) > 5:
         lines.append(f"  note: {len(result.weight_scale_mismatches) - 5} more such weights")

@@ -3,8 +3,8 @@
 TensorRT's implicit INT8 has one symmetric, per-tensor, 8-bit scale per activation tensor, and
 computes weight scales itself. So we refuse: non-zero activation zero points, per-channel activation
 scales, int4/fp8/int16/blocked Q/DQ (policy: refuse the model and name every such node, rather than
-silently dequantize part of it), scales computed at run time, Q outputs read by anything but a DQ,
-and DQs of computed integer tensors. int32 DQ on constants (biases) are fine: they fold to float.
+silently dequantize part of it), scales computed at run time (including onnxruntime's dynamic
+quantization), Q outputs read by anything but a DQ, and DQs of computed integer tensors. int32 DQ on constants (biases) are fine: they fold to float.
 """
 
 from __future__ import annotations
@@ -62,9 +62,27 @@ def check_no_qdq_in_subgraphs(graph: ir.Graph, where: str) -> None:
                     )
 
 
+# onnxruntime's dynamic quantization: integer weights, activation scales computed at run time.
+DYNAMIC_QUANTIZATION_OPS = frozenset({"DynamicQuantizeLinear", "ConvInteger", "MatMulInteger",
+                                      "DynamicQuantizeMatMul"})
+
+
+def check_not_dynamic(graph: ir.Graph, where: str) -> None:
+    """A dynamically quantized model has no activation scales at all: say so, by name."""
+    found = [n for n in graph if n.op_type in DYNAMIC_QUANTIZATION_OPS]
+    if found:
+        kinds = ", ".join(sorted({n.op_type for n in found}))
+        raise UnsupportedModelError(
+            f"{where}: the model uses onnxruntime dynamic quantization ({kinds}: {_names(found)}), "
+            "whose activation scales are computed at run time, so there are no scales to "
+            "translate; quantize the float model statically in QDQ format instead"
+        )
+
+
 def check_translatable(view: QdqView, where: str, constants: set[ir.Value]) -> list[str]:
     """Raise UnsupportedModelError for what implicit INT8 cannot carry; return warnings."""
     check_no_qdq_in_subgraphs(view.graph, where)
+    check_not_dynamic(view.graph, where)
     if view.qdq_count == 0:
         raise UnsupportedModelError(
             f"{where}: the model has no QuantizeLinear/DequantizeLinear nodes, so there are no "
