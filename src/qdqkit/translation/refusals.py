@@ -4,7 +4,8 @@ TensorRT's implicit INT8 has one symmetric, per-tensor, 8-bit scale per activati
 computes weight scales itself. So we refuse: non-zero activation zero points, per-channel activation
 scales, int4/fp8/int16/blocked Q/DQ (policy: refuse the model and name every such node, rather than
 silently dequantize part of it), scales computed at run time (including onnxruntime's dynamic
-quantization), Q outputs read by anything but a DQ, and DQs of computed integer tensors. int32 DQ on constants (biases) are fine: they fold to float.
+quantization), Q outputs read by anything but a DQ, and DQs of computed integer tensors. int32 DQ
+on constants (biases) are fine: they fold to float.
 """
 
 from __future__ import annotations
