@@ -77,3 +77,28 @@ def test_dynamic_quantization_is_named_and_refused(tmp_path: Path) -> None:
     with pytest.raises(UnsupportedModelError,
                        match=r"dynamic quantization \(DynamicQuantizeLinear, MatMulInteger"):
         translate(g.save(tmp_path / "dyn.onnx"), tmp_path / "out")
+
+
+def test_a_leaky_relu_in_fp16_gets_a_measured_hint(tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    from qdqkit.cli import main
+
+    # The LeakyRelu's output has no Q, so the second conv reads an unscaled tensor and runs FP16;
+    # copying the scale across the LeakyRelu would make it INT8.
+    g = GraphBuilder("leaky")
+    x = g.input("x", [1, 4, 8, 8])
+    y = g.conv(g.qdq(x, name="x"), 4, 4, name="c1")
+    y = g.node("LeakyRelu", [g.qdq(y, name="c1_out")], name="leaky", alpha=0.1)
+    y = g.conv(y, 4, 4, name="c2")
+    g.output(g.qdq(y, name="y"))
+    path = g.save(tmp_path / "leaky.onnx")
+    result = translate(path, tmp_path / "out")
+    assert result.fp16_nodes == ["c2"]
+    hint = result.propagation_hint
+    assert hint is not None and hint.ops == ["LeakyRelu"]
+    assert (hint.fp16_before, hint.fp16_after) == (1, 0)
+    assert hint.option == "--addtl_ops_to_infer_adjacent_scales LeakyRelu"
+    assert main(["translate", "-i", str(path), "-o", str(tmp_path / "cli")]) == 0
+    text = capsys.readouterr().out
+    assert "hint: the 1 FP16 layers include LeakyRelu" in text
+    assert f"trtexec --onnx={tmp_path / 'cli' / 'leaky_noqdq.onnx'}" in text

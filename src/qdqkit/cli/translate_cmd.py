@@ -113,6 +113,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def render(result: Any, verbose: bool = False) -> str:
+    from qdqkit.trt.layer_args import format_layer_precisions, trtexec_command
+
     out = result.outputs
     lines = [
         f"translated {result.input} in {result.seconds:.2f} s",
@@ -145,10 +147,20 @@ def render(result: Any, verbose: bool = False) -> str:
     if len(result.mixed_readers) > 5:
         lines.append(f"  note: {len(result.mixed_readers) - 5} more such tensors")
     lines += [f"  warning: {w}" for w in result.warnings]
+    hint = result.propagation_hint
+    if hint is not None:
+        lines.append(
+            f"  hint: the {len(result.fp16_nodes)} FP16 layers include "
+            f"{', '.join(hint.ops)}; {hint.option} would leave {hint.fp16_after} "
+            f"(check the result with qdqkit verify)"
+        )
     lines += [
         f"  wrote {out.noqdq_model}",
         f"        {out.precision_config}",
         f"        {out.calib_cache}",
         f"        {out.layer_arg}",
+        "  build it on a device with TensorRT <= 10 (add --useDLACore=0 --allowGPUFallback for DLA):",
+        "  " + trtexec_command(str(out.noqdq_model), str(out.calib_cache),
+                               format_layer_precisions(result.fp16_nodes)),
     ]
     return "\n".join(lines)

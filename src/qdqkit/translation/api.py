@@ -86,6 +86,21 @@ class MixedReaders:
     readers: list[str]
 
 
+# Element-wise activations whose output range follows their input's closely enough that copying a
+# scale across them (--addtl_ops_to_infer_adjacent_scales) is what users do to keep them INT8.
+HINT_OPS = frozenset({"LeakyRelu", "PRelu", "Clip", "Elu", "HardSwish", "HardSigmoid", "Relu6"})
+
+
+@dataclass
+class PropagationHint:
+    """The option that would shrink the FP16 list, measured: ``fp16_after`` layers instead."""
+
+    ops: list[str]
+    option: str
+    fp16_before: int
+    fp16_after: int
+
+
 @dataclass
 class Translation:
     """The in-memory result: the Q/DQ-free model and what goes into the three text files."""
@@ -105,6 +120,7 @@ class Translation:
     weight_scale_mismatches: list[WeightScaleMismatch]
     warnings: list[str]
     mixed_readers: list[MixedReaders]
+    propagation_hint: PropagationHint | None = None
 
 
 @dataclass
@@ -127,6 +143,7 @@ class TranslateResult:
     mixed_readers: list[MixedReaders]
     seconds: float
     trt_calib_version: str = "8600"
+    propagation_hint: PropagationHint | None = None
 
 
 def translate_model(model: ir.Model, options: TranslateOptions, where: str = "model") -> Translation:
@@ -171,6 +188,7 @@ def translate_model(model: ir.Model, options: TranslateOptions, where: str = "mo
     ]
     qdq_count = sum(1 for e in scales if e.origin is ScaleOrigin.QDQ)
     propagated = propagate_scales(graph, scales, options.propagation())
+    hint = _propagation_hint(graph, scales, options)
     selection = select_fp16_nodes(graph, scales, options.add_unary_ew_scales_for_dla)
     named = _scales_by_name(graph, scales)
     _check_printable(where, named, selection.nodes)
@@ -196,7 +214,50 @@ def translate_model(model: ir.Model, options: TranslateOptions, where: str = "mo
         weight_scale_mismatches=mismatches,
         warnings=warnings,
         mixed_readers=mixed_readers,
+        propagation_hint=hint,
     )
+
+
+def _propagation_hint(
+    graph: ir.Graph, scales: ScaleTable, options: TranslateOptions
+) -> PropagationHint | None:
+    """If FP16 layers are activations a propagation option covers, measure what it would save.
+
+    Runs on copies of the scale table (``scales`` is not changed), so it costs one more
+    propagation and FP16 selection, both linear, and only when such layers exist.
+    """
+    def copy(table: ScaleTable) -> ScaleTable:
+        new = ScaleTable()
+        for entry in table:
+            new.set(entry.value, entry.scale, entry.origin, entry.source)
+        return new
+
+    propagation = options.propagation()
+    base = copy(scales)
+    propagate_scales(graph, base, propagation)
+    selection = select_fp16_nodes(graph, base, options.add_unary_ew_scales_for_dla)
+    before = selection.nodes
+    by_name = {node.name: node for node in graph if node.name}
+    values = {out.name: out for node in graph for out in node.outputs if out.name}
+    # The activations that are FP16 themselves or write a tensor left without a scale.
+    involved = {by_name[n].op_type for n in before if n in by_name}
+    for tensor in selection.unscaled_tensors:
+        producer = values[tensor].producer() if tensor in values else None
+        if producer is not None:
+            involved.add(producer.op_type)
+    ops = sorted(involved & (HINT_OPS - propagation.op_set()))
+    if not ops:
+        return None
+    wider = copy(scales)
+    extra = PropagationOptions(propagation.average_pool, propagation.concat, propagation.mul,
+                               (*propagation.extra_ops, *ops))
+    propagate_scales(graph, wider, extra)
+    after = select_fp16_nodes(graph, wider, options.add_unary_ew_scales_for_dla).nodes
+    if len(after) >= len(before):
+        return None
+    option = "--addtl_ops_to_infer_adjacent_scales " + " ".join(
+        (*options.addtl_ops_to_infer_adjacent_scales, *ops))
+    return PropagationHint(ops, option, len(before), len(after))
 
 
 def _check_printable(where: str, scales: dict[str, float], fp16_nodes: list[str]) -> None:
@@ -268,4 +329,5 @@ def _translate_file(
         mixed_readers=translation.mixed_readers,
         seconds=time.perf_counter() - start,
         trt_calib_version=version,
+        propagation_hint=translation.propagation_hint,
     )
