@@ -15,6 +15,7 @@ import onnx_ir as ir
 
 from qdqkit.core.errors import UnsupportedModelError
 from qdqkit.core.qdq import (
+    DYNAMIC_QUANTIZATION_OPS,
     DqSource,
     QdqView,
     dtype_label,
@@ -61,11 +62,6 @@ def check_no_qdq_in_subgraphs(graph: ir.Graph, where: str) -> None:
                         f"{where}: {node.op_type} '{node_label(node)}' has Q/DQ inside its body "
                         f"(e.g. '{node_label(inner[0])}'); translate only handles the main graph"
                     )
-
-
-# onnxruntime's dynamic quantization: integer weights, activation scales computed at run time.
-DYNAMIC_QUANTIZATION_OPS = frozenset({"DynamicQuantizeLinear", "ConvInteger", "MatMulInteger",
-                                      "DynamicQuantizeMatMul"})
 
 
 def check_not_dynamic(graph: ir.Graph, where: str) -> None:
