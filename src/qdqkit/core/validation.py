@@ -21,6 +21,7 @@ import onnx_ir as ir
 from qdqkit.core.errors import ModelLoadError
 
 _FIX = "fix the exporter or re-export the model"
+_QDQ_OPS = ("QuantizeLinear", "DequantizeLinear")
 _CONTEXT = re.compile(r"Name:\s*(\S*)\s+OpType:\s*(\S+)", re.IGNORECASE)
 _TYPED_FIELDS = ("float_data", "int32_data", "int64_data", "double_data", "uint64_data",
                  "string_data")
@@ -186,6 +187,11 @@ def _run_checker(model: ir.Model, where: str) -> None:
         reason = text.split(" ==> Context")[0].strip().rstrip(".")
         match = _CONTEXT.search(text)
         node = f" ({match.group(2)} '{match.group(1)}')" if match and match.group(1) else ""
-        raise ModelLoadError(f"{where}: invalid model{node}: {reason}; {_FIX}") from None
+        fix = _FIX
+        if "attribute: axis" in reason and match and match.group(2) in _QDQ_OPS:
+            # onnxruntime's quantize_static writes per-channel Q/DQ into opset 10-12 models.
+            fix = ("per-channel Q/DQ needs opset 13 or later: convert the float model with "
+                   "onnx.version_converter.convert_version(model, 13) and quantize it again")
+        raise ModelLoadError(f"{where}: invalid model{node}: {reason}; {fix}") from None
     except Exception as exc:  # the checker's own limits (e.g. a proto over 2 GB of nodes)
         raise ModelLoadError(f"{where}: cannot be validated: {exc}") from None
