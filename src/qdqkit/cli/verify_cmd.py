@@ -81,8 +81,9 @@ def render(result: Any) -> str:
     ]
     if result.loss_sources:
         lines.append("where the loss comes from (min SNR as each source is added):")
-        lines.extend(f"  {'+ ' if i else ''}{s.source:<40} {_db(s.min_snr_db):>6} dB"
-                     for i, s in enumerate(result.loss_sources))
+        for i, step in enumerate(result.loss_sources):
+            label = ("+ " if i else "") + step.source
+            lines.append(f"  {label:<42} {_db(step.min_snr_db):>6} dB")
         lines.append("")
     if result.unscaled_tensors:
         shown = ", ".join(result.unscaled_tensors[:10])

@@ -49,7 +49,6 @@ from qdqkit.verification.emulation import (
     quantize_weights,
     round_to_fp16,
 )
-from qdqkit.verification.reference import fold_constant_weights
 
 DEFAULT_MIN_SNR_DB = 40.0
 
@@ -159,11 +158,14 @@ def verify(
     validate_model(reference_model, str(qdq_path))
     interface = _interface_proto(reference_model)
     fp16_model = upcast_float16(reference_model)
-    # Weights computed once (bit-identical to what the Q/DQ nodes compute on every run), and
-    # float optimizations on both sides, so both run the same kernels.
-    fold_constant_weights(reference_model)
-    reference = numerics.make_session(reference_model, optimize=True)
-    del reference_model
+    if not fp16_model:
+        del reference_model  # onnxruntime reads the file itself; the graph is freed first
+    # Float optimizations on both sides, so both run the same kernels: onnxruntime folds each
+    # weight's Q/DQ once, with the kernels a run would use, and computes activation Q/DQ as the
+    # spec says (none of its Q/DQ fusions).
+    reference = numerics.make_session(reference_model if fp16_model else qdq_path, optimize=True)
+    if fp16_model:
+        del reference_model
 
     noqdq = _load_noqdq(paths)
     source_recorded = check_source(noqdq.metadata_props.get(SOURCE_KEY), qdq_path,
