@@ -284,3 +284,17 @@ def test_a_bundle_of_another_model_is_refused(tmp_path: Path) -> None:
     del model.metadata_props[:]
     onnx.save(model, tmp_path / "out" / "m_noqdq.onnx")
     assert not verify(first, tmp_path / "out").source_recorded
+
+
+def test_an_npz_declaring_128_gib_is_refused(bundle: tuple[Path, Path], tmp_path: Path) -> None:
+    import struct
+    import zipfile
+
+    source, out = bundle
+    header = "{'descr': '<f4', 'fortran_order': False, 'shape': (8589934592, 1, 4), }"
+    header += " " * (-(len(header) + 11) % 64) + "\n"
+    payload = b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode() + b"\0" * 64
+    with zipfile.ZipFile(tmp_path / "huge.npz", "w") as archive:
+        archive.writestr("input.npy", payload)
+    with pytest.raises(QdqkitError, match=r"huge\.npz.*(bytes|GiB|truncated)"):
+        verify(source, out, tmp_path / "huge.npz")

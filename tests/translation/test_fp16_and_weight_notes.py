@@ -102,3 +102,26 @@ def test_a_leaky_relu_in_fp16_gets_a_measured_hint(tmp_path: Path,
     text = capsys.readouterr().out
     assert "hint: the 1 FP16 layers include LeakyRelu" in text
     assert f"trtexec --onnx={tmp_path / 'cli' / 'leaky_noqdq.onnx'}" in text
+
+
+@pytest.mark.parametrize("scale", [float("nan"), -0.05, 0.0])
+def test_a_bad_scale_is_named_as_bad_not_as_different(tmp_path: Path, scale: float) -> None:
+    g = GraphBuilder("bad")
+    x = g.input("x", [1, 4])
+    g.output(g.qdq(x, scale, name="x"))
+    with pytest.raises(UnsupportedModelError, match="must be finite and positive"):
+        translate(g.save(tmp_path / "bad.onnx"), tmp_path / "out")
+
+
+def test_onnxruntime_errors_keep_their_whole_sentence() -> None:
+    from qdqkit.core import numerics
+    from qdqkit.core.errors import QdqkitError
+
+    g = GraphBuilder("shape")
+    x = g.input("x", [1, 4])
+    g.node("Relu", [x], name="r", out="y")
+    g.output("y")
+    session = numerics.make_session(g.proto().SerializeToString())
+    with pytest.raises(QdqkitError, match=r"Expected: 4") as caught:
+        numerics.run(session, {"x": np.zeros((1, 5), np.float32)})
+    assert "\n" not in str(caught.value)

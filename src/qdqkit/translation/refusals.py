@@ -109,6 +109,15 @@ def check_translatable(view: QdqView, where: str, constants: set[ir.Value]) -> l
             "INT8 cannot carry (it has only per-tensor 8-bit activation scales); keep this model on "
             "explicit quantization or re-quantize those tensors to int8"
         )
+    bad_scales = [n for n in nodes if _bad_scale(view, n)]
+    if bad_scales:
+        first = view.params(bad_scales[0])
+        shown = first.scale.reshape(-1)[:4].tolist() if first is not None else "?"
+        raise UnsupportedModelError(
+            f"{where}: Q/DQ {_names(bad_scales)} have NaN, infinite, negative or (on a Q) zero "
+            f"scales (e.g. {shown}); a scale must be finite and positive, so the quantizer that "
+            "wrote them needs fixing (re-export or re-calibrate)"
+        )
     activations = [n for n in nodes if _is_activation(view, n, constants)]
     per_channel = [n for n in activations if view.params(n).per_channel]  # type: ignore[union-attr]
     if per_channel:
@@ -130,6 +139,17 @@ def check_translatable(view: QdqView, where: str, constants: set[ir.Value]) -> l
         for n in view.quantize_nodes
         if _explicit_uint8(view, n) and _is_activation(view, n, constants)
     ]
+
+
+def _bad_scale(view: QdqView, node: ir.Node) -> bool:
+    params = view.params(node)
+    if params is None:
+        return False
+    scale = params.scale.astype(np.float64)
+    if not np.all(np.isfinite(scale)) or np.any(scale < 0):
+        return True
+    # A Q divides by its scale; a DQ of an all-zero weight channel may carry 0 harmlessly.
+    return is_quantize(node) and bool(np.any(scale == 0))
 
 
 def _explicit_uint8(view: QdqView, node: ir.Node) -> bool:
