@@ -27,13 +27,57 @@ _TYPED_FIELDS = ("float_data", "int32_data", "int64_data", "double_data", "uint6
                  "string_data")
 
 
-def validate_model(model: ir.Model, where: str) -> None:
-    """Raise ``ModelLoadError`` naming the first invalid node or tensor of ``model``."""
+def validate_model(model: ir.Model, where: str, *, run_checker: bool = True) -> None:
+    """Raise ``ModelLoadError`` naming the first invalid node or tensor of ``model``.
+
+    ``run_checker=False`` when the file's protobuf already went through ``validate_proto`` (as
+    ``load_model(..., validate=True)`` does, which is cheaper than serializing the graph again).
+    """
     graph = model.graph
     _check_order(graph, where)
     _check_names(graph, where)
     check_initializer_data(graph, where)
-    _run_checker(model, where)
+    if run_checker:
+        _run_checker(_skeleton(model), where)
+
+
+def validate_proto(proto: onnx.ModelProto, where: str) -> bool:
+    """The ONNX checker on a just-parsed model, without its weights (see ``validate_model``).
+
+    Returns False, checking nothing, when a node reads a tensor defined later or nowhere: the
+    graph checks name that better (or sort the graph), and ``validate_model`` runs the checker.
+    """
+    defined = {value.name for value in proto.graph.input}
+    defined.update(tensor.name for tensor in proto.graph.initializer)
+    defined.add("")
+    for node in proto.graph.node:
+        if not defined.issuperset(node.input):
+            return False
+        defined.update(node.output)
+    skeleton = onnx.ModelProto(ir_version=max(proto.ir_version, 4))
+    skeleton.opset_import.extend(proto.opset_import)
+    skeleton.functions.extend(proto.functions)
+    graph, source = skeleton.graph, proto.graph
+    graph.name = source.name or "graph"
+    graph.node.extend(source.node)
+    graph.input.extend(source.input)
+    graph.output.extend(source.output)
+    declared = {value.name for value in source.input}
+    for tensor in source.initializer:  # typed inputs: no weight data is copied or checked here
+        if tensor.name not in declared:
+            info = graph.input.add()
+            info.name = tensor.name
+            tensor_type = info.type.tensor_type
+            tensor_type.elem_type = tensor.data_type or onnx.TensorProto.FLOAT
+            tensor_type.shape.SetInParent()
+    for info in (*graph.input, *graph.output):
+        if info.type.HasField("tensor_type"):
+            info.type.tensor_type.shape.SetInParent()
+        elif not info.HasField("type"):
+            info.type.tensor_type.elem_type = onnx.TensorProto.FLOAT
+            info.type.tensor_type.shape.SetInParent()
+    _run_checker(skeleton, where)
+    return True
 
 
 def _label(node: ir.Node) -> str:
@@ -179,9 +223,9 @@ def _typed(value: ir.Value) -> onnx.ValueInfoProto:
     return info
 
 
-def _run_checker(model: ir.Model, where: str) -> None:
+def _run_checker(skeleton: onnx.ModelProto, where: str) -> None:
     try:
-        onnx.checker.check_model(_skeleton(model))
+        onnx.checker.check_model(skeleton)
     except onnx.checker.ValidationError as exc:
         text = " ".join(str(exc).split())
         reason = text.split(" ==> Context")[0].strip().rstrip(".")

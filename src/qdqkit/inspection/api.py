@@ -91,9 +91,12 @@ def inspect_model(
 ) -> InspectResult:
     """Inspect a model; ``shapes`` (input name -> full shape) fixes dynamic dimensions for MACs."""
     path = "" if isinstance(model_or_path, ir.Model) else os.fspath(model_or_path)
-    model = model_or_path if isinstance(model_or_path, ir.Model) else load_model(model_or_path)
+    if isinstance(model_or_path, ir.Model):
+        model = model_or_path
+        validate_model(model, "model")
+    else:
+        model = load_model(model_or_path, validate=True)
     where = path or "model"
-    validate_model(model, where)
     graph = model.graph
     view = QdqView(graph)
     assumed = _apply_shapes(model, shapes or {}, where)

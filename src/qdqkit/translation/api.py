@@ -146,10 +146,17 @@ class TranslateResult:
     propagation_hint: PropagationHint | None = None
 
 
-def translate_model(model: ir.Model, options: TranslateOptions, where: str = "model") -> Translation:
-    """Translate ``model`` in place (it becomes the Q/DQ-free model)."""
+def translate_model(
+    model: ir.Model, options: TranslateOptions, where: str = "model", *, validated: bool = False
+) -> Translation:
+    """Translate ``model`` in place (it becomes the Q/DQ-free model).
+
+    ``validated``: the model was loaded with ``load_model(..., validate=True)``; otherwise it is
+    validated here.
+    """
     graph = model.graph
-    validate_model(model, where)
+    if not validated:
+        validate_model(model, where)
     view = QdqView(graph)
     constants = view.constant_values
     warnings = check_translatable(view, where, constants)
@@ -301,9 +308,9 @@ def _translate_file(
     path: Path, output_dir: Path, options: TranslateOptions, version: str
 ) -> TranslateResult:
     start = time.perf_counter()
-    model = load_model(path, lazy_weights=True)
+    model = load_model(path, lazy_weights=True, validate=True)
     nodes_before = len(model.graph)
-    translation = translate_model(model, options, where=str(path))
+    translation = translate_model(model, options, where=str(path), validated=True)
     paths = OutputPaths.for_model(output_dir, path.stem)
     if not path.stem:
         raise QdqkitError(f"{path}: cannot name outputs after a file without a name")

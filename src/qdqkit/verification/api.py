@@ -31,7 +31,6 @@ from qdqkit.core.model_io import load_model
 from qdqkit.core.progress import Progress
 from qdqkit.core.shapes import fill_value_types
 from qdqkit.core.upcast import upcast_float16
-from qdqkit.core.validation import validate_model
 from qdqkit.passes.scales import ScaleOrigin, ScaleTable
 from qdqkit.translation.fp16 import select_fp16_nodes
 from qdqkit.translation.writer import SOURCE_KEY, OutputPaths
@@ -154,8 +153,7 @@ def verify(
 
     # Validated like every input (readable, external data inside its folder, a valid graph) before
     # onnxruntime opens it by path; weights are mapped, not read, so the check costs little.
-    reference_model = load_model(qdq_path, lazy_weights=True)
-    validate_model(reference_model, str(qdq_path))
+    reference_model = load_model(qdq_path, lazy_weights=True, validate=True)
     interface = _interface_proto(reference_model)
     fp16_model = upcast_float16(reference_model)
     if not fp16_model:
@@ -233,9 +231,7 @@ def verify(
 
 
 def _load_noqdq(paths: OutputPaths) -> ir.Model:
-    model = load_model(paths.noqdq_model, lazy_weights=True)
-    validate_model(model, str(paths.noqdq_model))
-    return model
+    return load_model(paths.noqdq_model, lazy_weights=True, validate=True)
 
 
 def _interface_proto(model: ir.Model) -> onnx.ModelProto:
