@@ -2,8 +2,9 @@
 
 ORT's CPU graph optimizer mis-executes FP16 Q/DQ graphs (it reported 7.7 dB where the true figure
 was 28.2 dB on a ModelOpt FP16 output), so every command that compares numbers runs models through
-this module, which turns the optimizer off. It also makes seeded random inputs and the error metrics
-(SNR, cosine, max abs error) every report uses.
+this module, which turns the optimizer off (``verify`` alone asks for the float-only optimizations
+on both of the fp32 models it compares, for speed). It also makes seeded random inputs and the
+error metrics (SNR, cosine, max abs error) every report uses.
 """
 
 from __future__ import annotations
@@ -50,8 +51,9 @@ def make_session(
 
     ``model`` is an onnx-ir model, a serialized ModelProto or a path. Warnings are silenced: a
     probe or emulation model may keep unused initializers on purpose. ``optimize`` turns on
-    onnxruntime's float optimizations (constant folding, fusions, blocked layouts) but none of
-    its Q/DQ rewrites, which would compute Q/DQ pairs in integer arithmetic instead of as the
+    onnxruntime's float optimizations up to the extended level (constant folding, which computes
+    a weight's Q/DQ once with the kernels a run would use; node fusions) but none of its Q/DQ
+    rewrites, which would compute Q/DQ pairs in integer arithmetic instead of as the
     spec defines them, nor the removal of float16 round trips. Use it only for float32 graphs
     (fp16 graphs are upcast first, see ``core.upcast``) and only when both sides of a
     comparison run with it, so they share kernels.
