@@ -99,4 +99,4 @@ def test_verify_checks_the_qdq_model_and_the_inputs_file(
         ["verify", str(tmp_path / "demo" / "demo_trt_qat.onnx"), str(tmp_path / "demo" / "translated"),
          "--inputs", str(not_npz)], capsys
     )
-    assert "not a readable .npz file" in err
+    assert "not a readable .npz" in err

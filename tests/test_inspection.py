@@ -103,3 +103,60 @@ def test_onnxruntime_default_output_zero_points_and_reshaped_weight() -> None:
     matmul = next(w for w in result.weighted_ops if w.op_type == "MatMul")
     assert matmul.quantized and matmul.weight_style == "q-dq"
     assert result.int8_mac_share == 1.0
+
+
+def test_counts_q_on_input_once_and_biases_as_biases(tmp_path: Path) -> None:
+    import numpy as np
+
+    from qdqkit.examples.graph import GraphBuilder
+
+    g = GraphBuilder("bias")
+    x = g.input("x", [1, 3, 8, 8])
+    w = g.weight((4, 3, 1, 1), style="dq-only")
+    b = g.qdq(g.const(np.linspace(-1, 1, 4).astype(np.float32), "bias"), 0.01, name="bias")
+    y = g.node("Conv", [g.qdq(x, name="x"), w, b], name="conv", kernel_shape=[1, 1])
+    g.output(g.qdq(y, name="y"))
+    result = inspect_model(g.save(tmp_path / "m.onnx"))
+    assert result.styles["Q on a graph input"] == 1
+    assert result.styles["Q on activation"] == 1  # the output's Q; the input's is counted above
+    assert result.styles["Q on bias"] == 1 and "Q on weight" not in result.styles
+    assert result.granularity["bias per-tensor"] == 2  # the bias's Q and DQ
+
+
+def test_dynamic_quantization_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import numpy as np
+    from onnx import TensorProto, helper
+
+    from qdqkit.examples.graph import GraphBuilder
+
+    g = GraphBuilder("dyn")
+    x = g.input("x", [1, 4])
+    g.nodes.append(helper.make_node("DynamicQuantizeLinear", [x], ["xq", "xs", "xz"], name="dql"))
+    g.node("MatMulInteger", ["xq", g.const(np.ones((4, 4), np.uint8), "w"), "xz"], name="mm",
+           out="acc")
+    g.node("Cast", ["acc"], name="cast", out="y", to=TensorProto.FLOAT)
+    g.output("y")
+    path = g.save(tmp_path / "dyn.onnx")
+    assert inspect_model(path).dynamic_quantization == {"DynamicQuantizeLinear": 1,
+                                                        "MatMulInteger": 1}
+    assert main(["inspect", str(path)]) == 0
+    text = capsys.readouterr().out
+    assert "dynamic quantization" in text and "float model" not in text
+
+
+def test_macs_of_dynamic_models_say_what_was_assumed(tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    from qdqkit.examples.graph import GraphBuilder
+
+    g = GraphBuilder("dyn")
+    x = g.input("x", ["N", 3, "H", "W"])
+    g.output(g.qdq(g.conv(g.qdq(x, name="x"), 3, 4, k=1, name="c"), name="y"))
+    path = g.save(tmp_path / "m.onnx")
+    result = inspect_model(path)
+    assert result.assumed_dims == ["x.N=1", "x.H=1", "x.W=1"]
+    sized = inspect_model(path, shapes={"x": [1, 3, 16, 32]})
+    assert sized.assumed_dims == [] and sized.total_macs == 16 * 32 * 4 * 3
+    assert main(["inspect", str(path), "--shapes", "x:1x3x16x32"]) == 0
+    assert "MACs assume" not in capsys.readouterr().out
+    assert main(["inspect", str(path)]) == 0
+    assert "MACs assume x.N=1, x.H=1, x.W=1" in capsys.readouterr().out

@@ -116,3 +116,56 @@ def test_outputs_get_the_normal_file_mode(tmp_path: Path) -> None:
     finally:
         os.umask(mask)
     assert (tmp_path / "a.txt").stat().st_mode & 0o777 == 0o644
+
+
+def test_a_git_lfs_pointer_is_named(tmp_path: Path) -> None:
+    path = tmp_path / "model.onnx"
+    path.write_text("version https://git-lfs.github.com/spec/v1\noid sha256:abc\nsize 123\n")
+    with pytest.raises(ModelLoadError, match=r"Git LFS pointer.*git lfs pull"):
+        load_model(path)
+
+
+def test_a_fifo_is_not_called_missing(tmp_path: Path) -> None:
+    import os
+
+    model_fifo = tmp_path / "fifo.onnx"
+    os.mkfifo(model_fifo)
+    with pytest.raises(ModelLoadError, match="not a regular file"):
+        load_model(model_fifo)
+    path = _save_with_external_data(tmp_path, "weights.bin")
+    (tmp_path / "weights.bin").unlink()
+    os.mkfifo(tmp_path / "weights.bin")
+    with pytest.raises(ModelLoadError, match="not a regular file"):
+        load_model(path)
+
+
+SIGTERM_CHILD = r"""
+import sys, time
+from pathlib import Path
+from qdqkit.core.atomic import output_set
+target = Path(sys.argv[1])
+with output_set() as out:
+    def slow(tmp):
+        with open(tmp, "wb") as f:
+            f.write(b"x" * 1_000_000)
+            f.flush()
+            print("writing", flush=True)
+            time.sleep(30)
+    out.stage_writer(target, slow)
+"""
+
+
+def test_sigterm_during_a_write_leaves_no_temporary(tmp_path: Path) -> None:
+    import signal
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    env = {"PYTHONPATH": f"{root / 'src'}:{root}", "PATH": "/usr/bin:/bin"}
+    child = subprocess.Popen([sys.executable, "-c", SIGTERM_CHILD, str(tmp_path / "out.bin")],
+                             stdout=subprocess.PIPE, env=env)
+    assert child.stdout is not None and child.stdout.readline().strip() == b"writing"
+    assert any(p.name.startswith(".out.bin.") for p in tmp_path.iterdir())
+    child.send_signal(signal.SIGTERM)
+    assert child.wait(timeout=20) == -signal.SIGTERM  # still ends as SIGTERM does
+    assert list(tmp_path.iterdir()) == []

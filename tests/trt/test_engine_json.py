@@ -215,3 +215,10 @@ def test_end_to_end_timing_from_a_trtexec_log_and_from_export_times() -> None:
     assert parse_timing(times, "times.json").median_ms == pytest.approx(0.6)
     with pytest.raises(EngineFileError, match="no end-to-end timing"):
         parse_timing("nothing here", "x.log")
+
+
+def test_json_nested_too_deeply_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "layers.json"
+    path.write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(EngineFileError, match="nested too deeply"):
+        read_engine_graph(path)

@@ -142,16 +142,38 @@ class OutputArgs(ArgGroup[str | None]):
 class DataOptions:
     """Where the values fed to a model come from: a file, else seeded random samples."""
 
-    inputs: str | None  # .npz with one array per model input (optionally a leading sample axis)
+    inputs: str | None  # .npy (one-input models) or .npz with one array per model input
     samples: int
     seed: int
+    shapes: dict[str, tuple[int, ...]] | None = None  # full input shapes for dynamic dimensions
+
+
+def parse_shapes(texts: Sequence[str]) -> dict[str, tuple[int, ...]]:
+    """trtexec's spelling: ``name:1x3x224x224,other:1x10`` (the flag may also be repeated)."""
+    shapes: dict[str, tuple[int, ...]] = {}
+    for text in texts:
+        for entry in filter(None, (part.strip() for part in text.split(","))):
+            name, sep, dims = entry.rpartition(":")
+            try:
+                shape = tuple(int(d) for d in dims.split("x"))
+            except ValueError:
+                shape = ()
+            if not sep or not name or not shape or any(d < 1 for d in shape):
+                raise QdqkitError(
+                    f"--shapes entry {entry!r} is not 'input:DxDx...' with positive dimensions "
+                    "(trtexec's spelling, e.g. images:1x3x640x640)"
+                )
+            if name in shapes:
+                raise QdqkitError(f"--shapes gives input '{name}' twice")
+            shapes[name] = shape
+    return shapes
 
 
 class DataArgs(ArgGroup[DataOptions]):
     """``--inputs FILE``, ``--samples N``, ``--seed S``: the data a model is run on.
 
     One group for every command that runs a model on data (verify today; quantize and compare
-    next), so ``--shapes`` and ``--calib``/``--data`` are added here, once, when they come.
+    next), so ``--calib``/``--data`` are added here, once, when they come.
     """
 
     def __init__(self, samples: int = 4) -> None:
@@ -160,14 +182,22 @@ class DataArgs(ArgGroup[DataOptions]):
     def add_to(self, parser: argparse.ArgumentParser) -> None:
         group = parser.add_argument_group("input data")
         group.add_argument("--inputs", metavar="FILE",
-                           help=".npz with one array per model input (optional)")
+                           help=".npy (one-input models) or .npz with one array per model input, "
+                           "samples on axis 0 (optional; default: seeded random samples)")
+        group.add_argument("--shapes", action="append", default=[], metavar="SHAPES",
+                           help="shapes of random inputs with dynamic dimensions, trtexec's "
+                           "spelling: name:1x3x640x640,other:1x10")
         group.add_argument("--samples", type=int, default=self.samples, metavar="N",
                            help=f"random samples (default {self.samples})")
         group.add_argument("--seed", type=int, default=0, metavar="S",
                            help="seed of the random inputs (default 0)")
 
     def parse(self, args: argparse.Namespace) -> DataOptions:
-        return DataOptions(inputs=args.inputs, samples=int(args.samples), seed=int(args.seed))
+        shapes = parse_shapes(args.shapes) or None
+        if shapes and args.inputs:
+            raise QdqkitError("--shapes sizes random inputs; an --inputs file brings its own shapes")
+        return DataOptions(inputs=args.inputs, samples=int(args.samples), seed=int(args.seed),
+                           shapes=shapes)
 
 
 @dataclass(frozen=True)

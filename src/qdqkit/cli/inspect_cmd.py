@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from qdqkit.cli.args import JsonArgs, add_groups
+from qdqkit.cli.args import JsonArgs, add_groups, parse_shapes
 from qdqkit.report.json_output import print_json
 from qdqkit.report.text import table
 
@@ -21,6 +21,9 @@ def register(subparsers: Any) -> None:
         "per-channel scales, zero-point problems and which weighted ops would run INT8.",
     )
     parser.add_argument("model", help="the ONNX model")
+    parser.add_argument("--shapes", action="append", default=[], metavar="SHAPES",
+                        help="input shapes for dynamic dimensions when counting MACs, trtexec's "
+                        "spelling: name:1x3x640x640,other:1x10 (dynamic ones count as 1 otherwise)")
     add_groups(parser, JSON)
     parser.set_defaults(run=run)
 
@@ -28,7 +31,7 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from qdqkit.inspection import inspect_model
 
-    result = inspect_model(args.model)
+    result = inspect_model(args.model, shapes=parse_shapes(args.shapes) or None)
     if JSON.parse(args):
         print_json(result)
         return 0
@@ -52,8 +55,15 @@ def render(result: Any) -> str:
         + (" ..." if len(result.op_counts) > 12 else ""),
         f"Q/DQ       {result.quantize_count} QuantizeLinear, {result.dequantize_count} DequantizeLinear",
     ]
+    if result.dynamic_quantization:
+        lines.append(
+            "dynamic quantization (onnxruntime quantize_dynamic: activation scales computed at "
+            "run time; TensorRT cannot build it, translate refuses it): "
+            + ", ".join(f"{op} {n}" for op, n in result.dynamic_quantization.items())
+        )
     if not result.is_quantized:
-        lines.append("this model has no Q/DQ nodes (it is a float model)")
+        if not result.dynamic_quantization:
+            lines.append("this model has no Q/DQ nodes (it is a float model)")
     else:
         lines += _counts("style", result.styles)
         lines += _counts("quantized types", result.quant_types)
@@ -100,4 +110,9 @@ def render(result: Any) -> str:
         lines.append(
             f"{quantized}/{len(result.weighted_ops)} weighted ops quantized; INT8 share of MACs: {share}"
         )
+        if result.assumed_dims:
+            lines.append(
+                "MACs assume " + ", ".join(result.assumed_dims)
+                + " for dynamic dimensions (set them with --shapes)"
+            )
     return "\n".join(lines)

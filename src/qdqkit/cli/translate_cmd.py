@@ -113,6 +113,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def render(result: Any, verbose: bool = False) -> str:
+    from qdqkit.trt.layer_args import format_layer_precisions, trtexec_command
+
     out = result.outputs
     lines = [
         f"translated {result.input} in {result.seconds:.2f} s",
@@ -130,9 +132,9 @@ def render(result: Any, verbose: bool = False) -> str:
         lines.append(f"  tensors without a scale: {', '.join(result.unscaled_tensors)}")
     for mismatch in result.weight_scale_mismatches[:5]:
         lines.append(
-            f"  note: weight '{mismatch.weight}' of '{mismatch.node}' has scales up to "
-            f"{mismatch.max_relative_difference:.1%} away from max|w|/127; TensorRT recomputes "
-            "them (use --calibration_type histogram to skip this check)"
+            f"  note: TensorRT requantizes weight '{mismatch.weight}' of '{mismatch.node}' at "
+            f"max|w|/127, which moves its values by up to {mismatch.max_relative_difference:.2%}"
+            " of max|w| (use --calibration_type histogram to skip this check)"
         )
     if len(result.weight_scale_mismatches) > 5:
         lines.append(f"  note: {len(result.weight_scale_mismatches) - 5} more such weights")
@@ -145,10 +147,20 @@ def render(result: Any, verbose: bool = False) -> str:
     if len(result.mixed_readers) > 5:
         lines.append(f"  note: {len(result.mixed_readers) - 5} more such tensors")
     lines += [f"  warning: {w}" for w in result.warnings]
+    hint = result.propagation_hint
+    if hint is not None:
+        lines.append(
+            f"  hint: the {len(result.fp16_nodes)} FP16 layers include "
+            f"{', '.join(hint.ops)}; {hint.option} would leave {hint.fp16_after} "
+            f"(check the result with qdqkit verify)"
+        )
     lines += [
         f"  wrote {out.noqdq_model}",
         f"        {out.precision_config}",
         f"        {out.calib_cache}",
         f"        {out.layer_arg}",
+        "  build it on a device with TensorRT <= 10 (add --useDLACore=0 --allowGPUFallback for DLA):",
+        "  " + trtexec_command(str(out.noqdq_model), str(out.calib_cache),
+                               format_layer_precisions(result.fp16_nodes)),
     ]
     return "\n".join(lines)

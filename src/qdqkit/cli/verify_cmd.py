@@ -1,4 +1,8 @@
-"""``qdqkit verify QDQ_MODEL TRANSLATED_DIR [--inputs FILE.npz] [--samples N] [--seed S]``."""
+"""``qdqkit verify QDQ_MODEL TRANSLATED_DIR [--inputs FILE] [--shapes ...] [--min-snr DB]``.
+
+Exit status: 0 when the translation passes (every output at least ``--min-snr`` dB, finite), 1 when
+it fails, 2 when the inputs cannot be verified at all. The last line says PASS or FAIL.
+"""
 
 from __future__ import annotations
 
@@ -16,12 +20,21 @@ DATA, JSON = DataArgs(samples=4), JsonArgs()
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "verify",
-        help="prove numerically that a translation kept the Q/DQ model (SNR, cosine, max error)",
+        help="prove numerically that a translation kept the Q/DQ model (SNR, pass/fail)",
         description="Emulate TensorRT implicit INT8 on the translated model (fake quantization at "
-        "every cached scale, weights per channel at max|w|/127) and compare with the Q/DQ model.",
+        "every cached scale, weights requantized per channel at max|w|/127, FP16 rounding in the "
+        "FP16 layers) and compare with the Q/DQ model. Exits 1 when an output's SNR is below "
+        "--min-snr.",
     )
     parser.add_argument("qdq_model", help="the original Q/DQ ONNX model")
     parser.add_argument("translated_dir", help="the folder 'qdqkit translate' wrote")
+    parser.add_argument("--min-snr", "--min_snr", dest="min_snr", type=float, default=40.0,
+                        metavar="DB", help="lowest SNR that passes, in dB (default 40)")
+    split = parser.add_mutually_exclusive_group()
+    split.add_argument("--split", dest="split", action="store_true", default=None,
+                       help="also emulate the sources of loss one at a time (default: only on a failure)")
+    split.add_argument("--no-split", dest="split", action="store_false",
+                       help="never split the loss into its sources")
     add_groups(parser, DATA, JSON)
     parser.set_defaults(run=run)
 
@@ -31,32 +44,47 @@ def run(args: argparse.Namespace) -> int:
 
     data = DATA.parse(args)
     result = verify(
-        args.qdq_model, args.translated_dir, data.inputs, seed=data.seed, samples=data.samples
+        args.qdq_model, args.translated_dir, data.inputs, seed=data.seed, samples=data.samples,
+        shapes=data.shapes, min_snr_db=args.min_snr, split=args.split,
     )
     if JSON.parse(args):
-        # min_snr_db is a property, not a field: added after the fields.
-        print_json({**to_jsonable(result), "min_snr_db": json_number(result.min_snr_db)})
+        # min_snr_db and verdict are properties, not fields: added after the fields.
+        print_json({**to_jsonable(result), "min_snr_db": json_number(result.min_snr_db),
+                    "verdict": result.verdict})
     else:
         print(render(result))
-    return 0
+    return 0 if result.passed else 1
+
+
+def _db(value: float) -> str:
+    if math.isnan(value):
+        return "nan"
+    return "inf" if math.isinf(value) and value > 0 else f"{value:.1f}"
 
 
 def render(result: Any) -> str:
     rows = [
-        [o.name, "inf" if math.isinf(o.snr_db) else f"{o.snr_db:.1f}", f"{o.cosine:.6f}",
-         f"{o.max_abs:.3g}"]
-        for o in result.outputs
+        [o.name, _db(o.snr_db), f"{o.cosine:.6f}", f"{o.max_abs:.3g}"] for o in result.outputs
     ]
+    shapes = ", ".join(f"{name} {'x'.join(map(str, dims))}" for name, dims in result.shapes.items())
     lines = [
         f"Q/DQ model        {result.qdq_model}",
         f"translated        {result.translated_model} + {result.calib_cache}",
         f"inputs            {result.inputs}",
-        f"emulated INT8     {result.scaled_tensors} tensors with cached scales, "
-        f"{result.quantized_weights} weights quantized per channel at max|w|/127",
+        f"shapes            {shapes}",
+        f"emulated INT8     {result.scaled_tensors} tensors with cached scales; "
+        f"{result.quantized_weights} weights requantized per channel at max|w|/127 "
+        f"({result.changed_weights} changed by it); {result.fp16_tensors} tensors rounded to FP16",
         "",
         table(rows, ["output", "SNR dB", "cosine", "max abs err"]),
         "",
     ]
+    if result.loss_sources:
+        lines.append("where the loss comes from (min SNR as each source is added):")
+        for i, step in enumerate(result.loss_sources):
+            label = ("+ " if i else "") + step.source
+            lines.append(f"  {label:<42} {_db(step.min_snr_db):>6} dB")
+        lines.append("")
     if result.unscaled_tensors:
         shown = ", ".join(result.unscaled_tensors[:10])
         more = " ..." if len(result.unscaled_tensors) > 10 else ""
@@ -75,4 +103,7 @@ def render(result: Any) -> str:
         lines.append(f"cache names not in the model: {', '.join(result.missing_tensors[:10])}")
     if not result.config_matches_cache:
         lines.append("warning: the precision config JSON and the calibration cache disagree")
+    if not result.source_recorded:
+        lines.append("warning: the bundle does not record which model it was translated from")
+    lines.append(result.verdict)
     return "\n".join(lines)

@@ -2,14 +2,17 @@
 
 A command's outputs appear together or not at all: each file is written to a hidden temporary name in
 its destination folder and renamed into place only when every file of the set is complete. On any
-error the temporaries are removed, so a failed run leaves nothing half-written behind.
+error, and on SIGTERM, the temporaries are removed, so a failed or killed run leaves nothing
+half-written behind.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import tempfile
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -99,16 +102,49 @@ class OutputSet:
         self._staged.clear()
 
 
+class Terminated(BaseException):
+    """SIGTERM arrived while outputs were being written (raised so they are cleaned up)."""
+
+
+def _raise_terminated(signum: int, frame: object) -> None:
+    raise Terminated(signum)
+
+
+@contextlib.contextmanager
+def _sigterm_raises() -> Iterator[None]:
+    """Turn SIGTERM into an exception while staging, so temporaries are removed, then re-send it.
+
+    Only the main thread can install handlers; elsewhere the default behaviour stays.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    try:
+        yield
+    except Terminated:
+        signal.signal(signal.SIGTERM, previous)
+        # The process was asked to end: end it the way the sender expects, after cleaning up.
+        os.kill(os.getpid(), signal.SIGTERM)
+        raise
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 @contextlib.contextmanager
 def output_set(protected: tuple[Path, ...] = ()) -> Iterator[OutputSet]:
-    """Context manager: publish all staged files on success, remove them all on error."""
+    """Context manager: publish all staged files on success, remove them all on error.
+
+    SIGTERM while staging removes the temporaries too, then ends the process as SIGTERM would.
+    """
     outputs = OutputSet(protected)
-    try:
-        yield outputs
-    except BaseException:
-        outputs.discard()
-        raise
-    outputs.commit()
+    with _sigterm_raises():
+        try:
+            yield outputs
+        except BaseException:
+            outputs.discard()
+            raise
+        outputs.commit()
 
 
 def write_text_atomic(path: Path, text: str, protected: tuple[Path, ...] = ()) -> Path:

@@ -5,7 +5,8 @@ name order), a folder of images with a :class:`~qdqkit.core.images.Preprocess` s
 iterable of dicts, or ``"random"``. The rules every batch obeys:
 
 1. Samples lie on axis 0, which is the model's batch axis; every other axis must match the model
-   wherever the model fixes it, and dynamic dimensions come from the data.
+   wherever the model fixes it, and dynamic dimensions come from the data. An array with one more
+   axis than the input holds whole batches on a leading axis; they are fed one after another.
 2. Values are cast to each input's ONNX element type; non-finite floats are refused, naming the
    file (or batch) and input.
 3. Files are streamed (``.npy`` memory-mapped, ``.npz`` read a chunk at a time, images decoded one
@@ -24,7 +25,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 
-from qdqkit.core.data_random import random_chunks
+from qdqkit.core.data_random import check_random_size, random_chunks
 from qdqkit.core.errors import QdqkitError
 from qdqkit.core.images import IMAGE_SUFFIXES, Preprocess, image_chunks
 from qdqkit.core.model_inputs import ModelInput, model_inputs
@@ -78,6 +79,10 @@ def open_data(
     if isinstance(source, str) and source == "random":
         size = _batch_size(inputs, batch, shapes)
         samples, chunks = random_chunks(model, inputs, shapes, seed, limit)
+        if size > 1:
+            first = next(iter(chunks()))[1]
+            for item in inputs:
+                check_random_size(item, first[item.name].shape, size)
         return CalibrationData("random data (seeded; scales are meaningless for accuracy)",
                                inputs, True, samples, size, limit, chunks)
     if shapes:
@@ -240,6 +245,10 @@ def _checked_array(origin: str, spec: ModelInput, value: object) -> np.ndarray:
         if array.ndim == 0:
             raise QdqkitError(f"{where} is a scalar; samples must lie on axis 0")
         return array
+    if array.ndim == len(spec.dims) + 1 and array.ndim > 1:
+        # A leading sample axis over whole batches ([samples, N, ...]): the samples of every
+        # batch, in order, on the batch axis.
+        array = array.reshape((array.shape[0] * array.shape[1], *array.shape[2:]))
     if array.ndim != len(spec.dims):
         hint = " (samples lie on axis 0, the model's batch axis)"
         raise QdqkitError(

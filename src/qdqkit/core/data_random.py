@@ -5,12 +5,15 @@
 2. Values: a float input quantized by a QuantizeLinear in the model spans that Q's range
    (+-127*scale for symmetric int8); other float inputs are uniform in [-1, 1]; integer and bool
    inputs are zero (safe as indices and masks).
-3. ``RANDOM_SAMPLES`` (8) samples unless a limit says otherwise, drawn one at a time from one
+3. A batch of one input larger than 1 GiB is refused, naming the input: its declared shape is not
+   one anybody runs (``--shapes`` gives a real one).
+4. ``RANDOM_SAMPLES`` (8) samples unless a limit says otherwise, drawn one at a time from one
    seeded generator, so the values do not depend on the batch size.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 
 import numpy as np
@@ -21,6 +24,7 @@ from qdqkit.core.model_inputs import ModelInput, input_quant_ranges
 
 RANDOM_SAMPLES = 8
 RANDOM_DYNAMIC_DIM = 32
+MAX_RANDOM_BYTES = 1 << 30  # one batch of one input; more is a declaration error, not data
 
 
 def _sample_shape(spec: ModelInput, shapes: Mapping[str, Sequence[int]]) -> tuple[int, ...]:
@@ -55,6 +59,18 @@ def _sample_shape(spec: ModelInput, shapes: Mapping[str, Sequence[int]]) -> tupl
     return tuple(dims)
 
 
+def check_random_size(spec: ModelInput, sample_shape: Sequence[int], batch: int) -> None:
+    """Refuse random batches too large to make: a declared [1, 8, 2^20, 2^20] is not a size."""
+    size = batch * math.prod(sample_shape) * spec.dtype.itemsize
+    if size > MAX_RANDOM_BYTES:
+        shape = "x".join(str(d) for d in (batch, *sample_shape[1:]))
+        raise QdqkitError(
+            f"model input '{spec.name}' would take {size / 2**30:.3g} GiB of random data a batch "
+            f"({shape}, from its declared shape {spec.shape_text()}); give realistic shapes with "
+            f"--shapes {spec.name}:{shape.replace(str(batch), '1', 1)} or real data"
+        )
+
+
 def random_chunks(
     model: onnx.ModelProto,
     inputs: Sequence[ModelInput],
@@ -71,6 +87,8 @@ def random_chunks(
             f"{', '.join(i.name for i in inputs)}"
         )
     sample_shapes = {spec.name: _sample_shape(spec, given) for spec in inputs}
+    for spec in inputs:
+        check_random_size(spec, sample_shapes[spec.name], 1)
     ranges = input_quant_ranges(model)
     samples = limit if limit is not None else RANDOM_SAMPLES
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import mmap
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
@@ -159,14 +159,21 @@ def slim_model_bytes(path: Path) -> bytes | None:
     return b"".join(parts) if changed else None
 
 
-def load_lazily(path: Path) -> ir.Model | None:
-    """Load ``path`` with its large weights mapped from the file on demand, or None if none."""
+def load_lazily(
+    path: Path, check: Callable[[onnx.ModelProto], None] | None = None
+) -> ir.Model | None:
+    """Load ``path`` with its large weights mapped from the file on demand, or None if none.
+
+    ``check`` sees the parsed protobuf (large weights already cut out) before onnx-ir does.
+    """
     data = slim_model_bytes(path)
     if data is None:
         return None
     proto = onnx.ModelProto()
     proto.ParseFromString(data)
     del data
+    if check is not None:
+        check(proto)
     model = ir.serde.deserialize_model(proto)
     base_dir = os.fspath(path.resolve().parent)
     for value in model.graph.initializers.values():

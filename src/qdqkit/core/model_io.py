@@ -8,7 +8,9 @@ is how a malicious model would read other files.
 
 from __future__ import annotations
 
+import hashlib
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import onnx
@@ -18,29 +20,52 @@ from google.protobuf.message import DecodeError
 from qdqkit.core import lazy_proto
 from qdqkit.core.atomic import OutputSet
 from qdqkit.core.errors import ModelLoadError
+from qdqkit.core.validation import validate_model, validate_proto
 
+_LFS_POINTER = b"version https://git-lfs.github.com/spec/"
 # Above this, protobuf cannot hold the model in one message; weights go to a side file.
 PROTOBUF_LIMIT_BYTES = 2_000_000_000 - 64 * 1024 * 1024
 _PROTOBUF_LIMIT_BYTES = PROTOBUF_LIMIT_BYTES
 
 
-def load_model(path: str | os.PathLike[str], *, lazy_weights: bool = False) -> ir.Model:
+def load_model(
+    path: str | os.PathLike[str], *, lazy_weights: bool = False, validate: bool = False
+) -> ir.Model:
     """Load ``path`` as an onnx-ir model, or raise ``ModelLoadError`` saying what is wrong.
 
     With ``lazy_weights``, initializers of 1 MiB and more are not read into memory: they become
-    references into the model file, mapped only when used (see ``core.lazy_proto``).
+    references into the model file, mapped only when used (see ``core.lazy_proto``). With
+    ``validate``, the graph is validated up front (``core.validation``): the ONNX checker on the
+    parsed protobuf, before it becomes onnx-ir objects, then the checks on the graph.
     """
     model_path = Path(path)
     if not model_path.exists():
         raise ModelLoadError(f"{model_path}: no such file")
     if model_path.is_dir():
         raise ModelLoadError(f"{model_path}: is a folder; give the path of an .onnx file")
+    if not model_path.is_file():
+        raise ModelLoadError(
+            f"{model_path}: is not a regular file (a FIFO, socket or device); give an .onnx file"
+        )
     if model_path.stat().st_size == 0:
         raise ModelLoadError(f"{model_path}: the file is empty")
-    try:
-        model = (lazy_proto.load_lazily(model_path) if lazy_weights else None) or _load_whole(
-            model_path
+    with open(model_path, "rb") as stream:
+        head = stream.read(len(_LFS_POINTER))
+    if head == _LFS_POINTER:
+        raise ModelLoadError(
+            f"{model_path}: is a Git LFS pointer, not the model; fetch it with 'git lfs pull'"
         )
+    checked: list[bool] = []
+
+    def check(proto: onnx.ModelProto) -> None:
+        checked.append(validate_proto(proto, str(model_path)))
+
+    try:
+        hook = check if validate else None
+        model = (lazy_proto.load_lazily(model_path, hook) if lazy_weights else None) \
+            or _load_whole(model_path, hook)
+    except ModelLoadError:
+        raise
     except (DecodeError, ValueError, RuntimeError, OSError) as exc:
         raise ModelLoadError(
             f"{model_path}: not a readable ONNX model (truncated, corrupt or another format): "
@@ -52,13 +77,17 @@ def load_model(path: str | os.PathLike[str], *, lazy_weights: bool = False) -> i
         ) from None
     _check_graph(model, model_path)
     check_external_data(model, model_path)
+    if validate:
+        validate_model(model, str(model_path), run_checker=not all(checked))
     return model
 
 
-def _load_whole(model_path: Path) -> ir.Model:
+def _load_whole(model_path: Path, check: Callable[[onnx.ModelProto], None] | None) -> ir.Model:
     # As ir.load, minus its own pass over every tensor to set the external-data folder:
     # check_external_data visits the same tensors anyway and sets it there.
     proto = onnx.load(model_path, load_external_data=False)
+    if check is not None:
+        check(proto)
     return ir.serde.deserialize_model(proto)
 
 
@@ -117,6 +146,11 @@ def check_external_data(model: ir.Model, model_path: Path) -> None:
                 "(move the data file beside the model)"
             )
         if data_path not in sizes:
+            if data_path.exists() and not data_path.is_file():
+                raise ModelLoadError(
+                    f"{where}, which is not a regular file (a FIFO, socket, device or folder); "
+                    "external data must be a file beside the model"
+                )
             if not data_path.is_file():
                 raise ModelLoadError(
                     f"{where}, which is missing; copy the data file beside the model"
@@ -171,3 +205,12 @@ def stage_model(outputs: OutputSet, model: ir.Model, target: Path) -> None:
     data_path = target.with_name(data_name)
     staged_data = data_path.with_name(data_name)
     outputs.stage_writer(data_path, lambda tmp: os.replace(staged_data, tmp))
+
+
+def file_sha256(path: str | os.PathLike[str]) -> str:
+    """The SHA-256 of a file's bytes, read in 4 MiB pieces (``sha256sum`` prints the same)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as stream:
+        while chunk := stream.read(1 << 22):
+            digest.update(chunk)
+    return digest.hexdigest()

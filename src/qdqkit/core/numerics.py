@@ -2,8 +2,9 @@
 
 ORT's CPU graph optimizer mis-executes FP16 Q/DQ graphs (it reported 7.7 dB where the true figure
 was 28.2 dB on a ModelOpt FP16 output), so every command that compares numbers runs models through
-this module, which turns the optimizer off. It also makes seeded random inputs and the error metrics
-(SNR, cosine, max abs error) every report uses.
+this module, which turns the optimizer off (``verify`` alone asks for the float-only optimizations
+on both of the fp32 models it compares, for speed). It also makes seeded random inputs and the
+error metrics (SNR, cosine, max abs error) every report uses.
 """
 
 from __future__ import annotations
@@ -38,33 +39,117 @@ class InputSpec:
     dtype: np.dtype
 
 
+# Transformers that would undo a deliberate float16 round trip (Cast to fp16 and back).
+_KEEP_CASTS = ["RemoveDuplicateCastTransformer", "CastElimination", "CastFloat16Transformer"]
+
+
 def make_session(
-    model: ir.Model | bytes | str | os.PathLike[str], *, threads: int = 0
+    model: ir.Model | bytes | str | os.PathLike[str], *, threads: int = 0,
+    optimize: bool = False,
 ) -> Any:
-    """An onnxruntime CPU session with every graph optimization disabled.
+    """An onnxruntime CPU session with every graph optimization disabled, or float-only ones.
 
     ``model`` is an onnx-ir model, a serialized ModelProto or a path. Warnings are silenced: a
-    probe or emulation model may keep unused initializers on purpose.
+    probe or emulation model may keep unused initializers on purpose. ``optimize`` turns on
+    onnxruntime's float optimizations up to the extended level (constant folding, which computes
+    a weight's Q/DQ once with the kernels a run would use; node fusions) but none of its Q/DQ
+    rewrites, which would compute Q/DQ pairs in integer arithmetic instead of as the
+    spec defines them, nor the removal of float16 round trips. Use it only for float32 graphs
+    (fp16 graphs are upcast first, see ``core.upcast``) and only when both sides of a
+    comparison run with it, so they share kernels.
     """
     import onnxruntime as ort
 
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     options.log_severity_level = 3
+    disabled: list[str] = []
+    if optimize:
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
+        options.add_session_config_entry("session.disable_quant_qdq", "1")
+        disabled = _KEEP_CASTS
     if threads:
         options.intra_op_num_threads = threads
     source: bytes | str
+    shared: list[Any] = []
     if isinstance(model, ir.Model):
-        source = ir.serde.serialize_model(model).SerializeToString()
+        source, shared = _serialize_sharing_weights(model, options)
     elif isinstance(model, bytes):
         source = model
     else:
         source = os.fspath(Path(model))
     try:
-        return ort.InferenceSession(source, options, providers=["CPUExecutionProvider"])
+        session = ort.InferenceSession(source, options, providers=["CPUExecutionProvider"],
+                                       disabled_optimizers=disabled)
     except Exception as exc:  # ORT raises its own exception classes
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise QdqkitError(f"onnxruntime cannot run the model: {first[:400]}") from None
+        raise QdqkitError(f"onnxruntime cannot run the model: {_message(exc)}") from None
+    # onnxruntime reads shared arrays in place and does not own them: they live with the session.
+    session.qdqkit_shared_arrays = shared
+    return session
+
+
+# Initializers of at least this size reach onnxruntime as arrays, not serialized bytes.
+_SHARED_MIN_BYTES = 4096
+_SHAREABLE = frozenset({ir.DataType.FLOAT, ir.DataType.DOUBLE, ir.DataType.FLOAT16,
+                        ir.DataType.INT8, ir.DataType.UINT8, ir.DataType.INT32, ir.DataType.INT64})
+
+
+def _serialize_sharing_weights(model: ir.Model, options: Any) -> tuple[bytes, list[Any]]:
+    """The model's bytes with its large initializers handed to onnxruntime as arrays.
+
+    Serializing weights copies them into a protobuf that onnxruntime parses and copies again;
+    instead each large initializer is written as an external-data placeholder and its array is
+    given to the session (``add_external_initializers``), which reads it in place: one copy of
+    each weight, which the caller must keep alive as long as the session (``make_session`` hangs
+    the arrays on it).
+    """
+    import onnxruntime as ort
+
+    swapped: list[tuple[ir.Value, ir.TensorProtocol]] = []
+    names: list[str] = []
+    arrays: list[Any] = []
+    inputs = set(model.graph.inputs)  # an initializer that is also an input (IR 3) stays inline
+    # What the nodes in the graph read (a node taken out of the graph may still list its uses).
+    read = {v for node in ir.traversal.RecursiveGraphIterator(model.graph) for v in node.inputs}
+    read.update(model.graph.outputs)
+    for value in model.graph.initializers.values():
+        tensor = value.const_value
+        if tensor is None or value in inputs:
+            continue
+        if value not in read:
+            continue  # onnxruntime drops an unused initializer, so it could not take its array
+        if tensor.nbytes < _SHARED_MIN_BYTES or tensor.dtype not in _SHAREABLE:
+            continue
+        array = tensor.numpy()
+        if isinstance(tensor, ir.ExternalTensor) or not array.flags.c_contiguous:
+            # onnxruntime reads the array in place for the session's lifetime: a mapped file
+            # may be unmapped once the model is freed, so it gets a private copy.
+            array = np.array(array, order="C", copy=True)
+        placeholder = ir.ExternalTensor(
+            "qdqkit-in-memory", 0, array.nbytes, tensor.dtype, shape=ir.Shape(array.shape),
+            name=value.name or "",
+        )
+        swapped.append((value, tensor))
+        value.const_value = placeholder
+        names.append(value.name or "")
+        arrays.append(ort.OrtValue.ortvalue_from_numpy(array))
+    try:
+        data = ir.serde.serialize_model(model).SerializeToString()
+    finally:
+        for value, tensor in swapped:
+            value.const_value = tensor
+    if names:
+        options.add_external_initializers(names, arrays)
+    return data, arrays
+
+
+def _message(exc: BaseException) -> str:
+    """onnxruntime's message on one line, whole sentences, at most ~600 characters."""
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    if len(text) <= 600:
+        return text
+    cut = text.rfind(". ", 0, 600)
+    return text[: cut + 1] if cut > 200 else text[:600] + " ..."
 
 
 def input_specs(session: Any, default_dim: int = 1) -> list[InputSpec]:
@@ -132,8 +217,7 @@ def run(
     try:
         values = session.run(names, dict(feeds))
     except Exception as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise QdqkitError(f"onnxruntime failed while running the model: {first[:400]}") from None
+        raise QdqkitError(f"onnxruntime failed while running the model: {_message(exc)}") from None
     return dict(zip(names, values, strict=True))
 
 

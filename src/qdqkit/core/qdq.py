@@ -25,6 +25,10 @@ from qdqkit.core.constants import (
 )
 from qdqkit.core.weights import weight_index
 
+# onnxruntime's dynamic quantization: integer weights, activation scales computed at run time.
+DYNAMIC_QUANTIZATION_OPS = frozenset({"DynamicQuantizeLinear", "ConvInteger", "MatMulInteger",
+                                      "DynamicQuantizeMatMul"})
+
 QDQ_DOMAINS = frozenset({"", "ai.onnx", "com.microsoft"})
 WEIGHTED_OPS = frozenset({"Conv", "ConvTranspose", "Gemm", "MatMul"})
 # Ops a weight may pass through between its DQ and the weighted op (TF exports, fp16 casts).

@@ -68,3 +68,36 @@ def implicit_weight_scales(weight: np.ndarray, axis: int) -> np.ndarray:
     w = np.asarray(weight)
     moved = np.moveaxis(w, axis, 0).reshape(w.shape[axis], -1)
     return np.abs(moved).max(axis=1).astype(np.float64) / 127.0
+
+
+# Relative size of the float rounding of a TensorRT weight scale (a few float32 ulps of max|w|):
+# a weight that moves by less than this under requantization keeps its integer values.
+_GRID_TOLERANCE = 4 * float(np.finfo(np.float32).eps)
+
+
+def trt_requantize_weight(weight: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray]:
+    """The weight TensorRT's implicit INT8 computes with, and per channel how far it moved.
+
+    TensorRT derives each output channel's scale in float32 as ``max|w| / 127`` and rounds
+    ``w / scale`` to int8 (half to even, -127..127). A channel already on that grid (``w = q * s``
+    with max|q| = 127, as every max-calibrated Q/DQ weight is) requantizes to the same integers; its
+    ``q * scale`` differs from ``w`` only by the float rounding of the scale, which is not a change
+    of the weight, so that channel is returned unchanged rather than moved by an ulp. Returns
+    (float32 weight, per-channel largest change relative to max|w|; 0 where nothing changed).
+    """
+    w = np.asarray(weight, dtype=np.float32)
+    moved = np.moveaxis(w, axis, 0)
+    rows = moved.reshape(moved.shape[0], -1)
+    amax = np.abs(rows).max(axis=1) if rows.shape[1] else np.zeros(rows.shape[0], np.float32)
+    scale = amax / np.float32(127.0)
+    # An all-zero channel quantizes to zeros under any scale; 1 keeps the division defined.
+    safe = np.where(scale > 0, scale, np.float32(1.0))[:, None]
+    requantized = np.clip(np.rint(rows / safe), -127.0, 127.0) * safe
+    change = np.abs(requantized - rows).max(axis=1) if rows.shape[1] else amax
+    relative = np.where(amax > 0, change / np.where(amax > 0, amax, 1), 0.0).astype(np.float64)
+    on_grid = relative <= _GRID_TOLERANCE
+    relative[on_grid] = 0.0
+    if on_grid.all():
+        return w, relative
+    out = np.where(on_grid[:, None], rows, requantized).astype(np.float32)
+    return np.moveaxis(out.reshape(moved.shape), 0, axis), relative

@@ -10,14 +10,25 @@ from __future__ import annotations
 
 import os
 from collections import Counter
+from collections.abc import Mapping, Sequence
 
 import onnx_ir as ir
 
 from qdqkit.core.constants import constant_source
+from qdqkit.core.errors import QdqkitError
 from qdqkit.core.macs import macs_of
 from qdqkit.core.model_io import load_model
-from qdqkit.core.qdq import DqSource, QdqView, QuantParams, dtype_label, is_quantize, node_label
+from qdqkit.core.qdq import (
+    DYNAMIC_QUANTIZATION_OPS,
+    DqSource,
+    QdqView,
+    QuantParams,
+    dtype_label,
+    is_quantize,
+    node_label,
+)
 from qdqkit.core.shapes import ValueTypes, infer_value_types
+from qdqkit.core.validation import validate_model
 from qdqkit.inspection.result import InspectResult, WeightedOpInfo, ZeroPointProblem
 
 
@@ -36,14 +47,30 @@ def _scale_spelling(value: ir.Value | None) -> str:
     return "computed"
 
 
+_BIAS_INPUT = {"Conv": 2, "ConvTranspose": 2, "Gemm": 2}
+
+
+def _feeds_bias(value: ir.Value | None) -> bool:
+    """Whether a (dequantized) tensor is read as a bias: Conv/ConvTranspose/Gemm input 2."""
+    return value is not None and any(
+        _BIAS_INPUT.get(use.node.op_type) == use.idx for use in value.uses()
+    )
+
+
 def _role(view: QdqView, node: ir.Node, params: QuantParams) -> str:
     if is_quantize(node):
-        return "weight" if view.is_weight_quantize(node) else "activation"
+        if not view.is_weight_quantize(node):
+            return "activation"
+        dqs = view.dequantizers_of(node)
+        return "bias" if any(_feeds_bias(dq.outputs[0]) for dq in dqs) else "weight"
     source = view.dq_source(node)
     if source is DqSource.CONSTANT:
-        return "bias" if params.quant_dtype == ir.DataType.INT32 else "weight"
+        bias = params.quant_dtype == ir.DataType.INT32 or _feeds_bias(node.outputs[0])
+        return "bias" if bias else "weight"
     q = view.quantize_of(node)
-    return "weight" if q is not None and view.is_weight_quantize(q) else "activation"
+    if q is not None and view.is_weight_quantize(q):
+        return "bias" if _feeds_bias(node.outputs[0]) else "weight"
+    return "activation"
 
 
 def _granularity(view: QdqView, node: ir.Node) -> str:
@@ -57,11 +84,22 @@ def _granularity(view: QdqView, node: ir.Node) -> str:
     return "per-tensor"
 
 
-def inspect_model(model_or_path: ir.Model | str | os.PathLike[str]) -> InspectResult:
+def inspect_model(
+    model_or_path: ir.Model | str | os.PathLike[str],
+    *,
+    shapes: Mapping[str, Sequence[int]] | None = None,
+) -> InspectResult:
+    """Inspect a model; ``shapes`` (input name -> full shape) fixes dynamic dimensions for MACs."""
     path = "" if isinstance(model_or_path, ir.Model) else os.fspath(model_or_path)
-    model = model_or_path if isinstance(model_or_path, ir.Model) else load_model(model_or_path)
+    if isinstance(model_or_path, ir.Model):
+        model = model_or_path
+        validate_model(model, "model")
+    else:
+        model = load_model(model_or_path, validate=True)
+    where = path or "model"
     graph = model.graph
     view = QdqView(graph)
+    assumed = _apply_shapes(model, shapes or {}, where)
 
     styles: Counter[str] = Counter()
     quant_types: Counter[str] = Counter()
@@ -70,8 +108,11 @@ def inspect_model(model_or_path: ir.Model | str | os.PathLike[str]) -> InspectRe
     zp_problems: list[ZeroPointProblem] = []
 
     for q in view.quantize_nodes:
-        role = "weight" if view.is_weight_quantize(q) else "activation"
-        styles[f"Q on {role}"] += 1
+        params = view.params(q)
+        role = _role(view, q, params) if params is not None else "activation"
+        on_input = q.inputs[0] is not None and q.inputs[0].is_graph_input()
+        if not on_input:  # counted once, as "Q on a graph input" below
+            styles[f"Q on {role}"] += 1
         if len(q.inputs) < 3 or q.inputs[2] is None:
             styles["Q without zero point"] += 1
         dqs = view.dequantizers_of(q)
@@ -86,8 +127,13 @@ def inspect_model(model_or_path: ir.Model | str | os.PathLike[str]) -> InspectRe
         source = view.dq_source(dq)
         params = view.params(dq)
         if source is DqSource.CONSTANT:
-            is_bias = params is not None and params.quant_dtype == ir.DataType.INT32
-            styles["int32 bias DQ" if is_bias else "DQ-only integer weight"] += 1
+            is_int32 = params is not None and params.quant_dtype == ir.DataType.INT32
+            if is_int32:
+                styles["int32 bias DQ"] += 1
+            elif _feeds_bias(dq.outputs[0]):
+                styles["DQ-only integer bias"] += 1
+            else:
+                styles["DQ-only integer weight"] += 1
         elif source is DqSource.GRAPH_INPUT:
             styles["DQ on a graph input"] += 1
         elif source is DqSource.OTHER:
@@ -116,6 +162,7 @@ def inspect_model(model_or_path: ir.Model | str | os.PathLike[str]) -> InspectRe
                 )
             )
 
+    dynamic = Counter(n.op_type for n in graph if n.op_type in DYNAMIC_QUANTIZATION_OPS)
     types = infer_value_types(model)
     weighted = [_weighted_info(view, node, types) for node in view.weighted_nodes]
     total = sum(w.macs for w in weighted if w.macs)
@@ -141,7 +188,42 @@ def inspect_model(model_or_path: ir.Model | str | os.PathLike[str]) -> InspectRe
         weighted_ops=weighted,
         int8_mac_share=(int8 / total) if total else None,
         total_macs=total or None,
+        dynamic_quantization=dict(sorted(dynamic.items())),
+        assumed_dims=assumed,
     )
+
+
+def _apply_shapes(model: ir.Model, shapes: Mapping[str, Sequence[int]], where: str) -> list[str]:
+    """Write the given input shapes into ``model`` (ours, just loaded); name the dims left dynamic.
+
+    MACs count a dynamic dimension as 1; the result says which ones that was.
+    """
+    inputs = {v.name or "": v for v in model.graph.inputs if v.name not in model.graph.initializers}
+    unknown = sorted(set(shapes) - set(inputs))
+    if unknown:
+        raise QdqkitError(
+            f"{where}: --shapes names {', '.join(unknown)}, which the model does not take; its "
+            f"inputs are {', '.join(inputs)}"
+        )
+    assumed: list[str] = []
+    for name, value in inputs.items():
+        given = shapes.get(name)
+        if given is not None:
+            if value.shape is not None and len(value.shape) != len(given):
+                raise QdqkitError(
+                    f"{where}: --shapes gives '{name}' rank {len(given)}; the model takes rank "
+                    f"{len(value.shape)}"
+                )
+            value.shape = ir.Shape([int(d) for d in given])
+            continue
+        if value.shape is None:
+            assumed.append(f"{name}: shape unknown")
+            continue
+        for axis, dim in enumerate(value.shape):
+            if not isinstance(dim, int) or dim <= 0:
+                label = getattr(dim, "value", None) or f"axis {axis}"
+                assumed.append(f"{name}.{label}=1")
+    return assumed
 
 
 def _weighted_info(view: QdqView, node: ir.Node, types: ValueTypes) -> WeightedOpInfo:

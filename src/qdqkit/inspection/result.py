@@ -42,6 +42,10 @@ class InspectResult:
     weighted_ops: list[WeightedOpInfo] = field(default_factory=list)
     int8_mac_share: float | None = None
     total_macs: int | None = None
+    # onnxruntime dynamic quantization ops by type (scales computed at run time)
+    dynamic_quantization: dict[str, int] = field(default_factory=dict)
+    # dynamic input dimensions counted as 1 for MACs ("images.N=1"); --shapes sets them
+    assumed_dims: list[str] = field(default_factory=list)
 
     @property
     def is_quantized(self) -> bool:

@@ -23,8 +23,9 @@ from onnx_ir.passes.common import RemoveUnusedNodesPass
 
 from qdqkit.core.errors import QdqkitError, UnsupportedModelError
 from qdqkit.core.gc_pause import paused_cyclic_gc
-from qdqkit.core.model_io import load_model
+from qdqkit.core.model_io import file_sha256, load_model
 from qdqkit.core.qdq import QdqView, is_qdq, node_label
+from qdqkit.core.validation import validate_model
 from qdqkit.passes.fold_batchnorm import FoldBatchNormIntoConv
 from qdqkit.passes.fold_pad import FoldPadIntoConv
 from qdqkit.passes.fold_weight_path import FoldWeightReshapeTranspose
@@ -33,9 +34,9 @@ from qdqkit.passes.scales import ScaleOrigin, ScaleTable
 from qdqkit.passes.strip_qdq import StripQdqPairs
 from qdqkit.translation.fp16 import select_fp16_nodes
 from qdqkit.translation.propagate import PropagationOptions, propagate_scales
-from qdqkit.translation.refusals import check_initializer_data, check_translatable
+from qdqkit.translation.refusals import check_translatable
 from qdqkit.translation.weight_scales import WeightScaleMismatch, weight_scale_mismatches
-from qdqkit.translation.writer import OutputPaths, write_outputs
+from qdqkit.translation.writer import SOURCE_KEY, OutputPaths, write_outputs
 from qdqkit.trt.calib_cache import check_version
 
 log = logging.getLogger("qdqkit.translation")
@@ -85,6 +86,21 @@ class MixedReaders:
     readers: list[str]
 
 
+# Element-wise activations whose output range follows their input's closely enough that copying a
+# scale across them (--addtl_ops_to_infer_adjacent_scales) is what users do to keep them INT8.
+HINT_OPS = frozenset({"LeakyRelu", "PRelu", "Clip", "Elu", "HardSwish", "HardSigmoid", "Relu6"})
+
+
+@dataclass
+class PropagationHint:
+    """The option that would shrink the FP16 list, measured: ``fp16_after`` layers instead."""
+
+    ops: list[str]
+    option: str
+    fp16_before: int
+    fp16_after: int
+
+
 @dataclass
 class Translation:
     """The in-memory result: the Q/DQ-free model and what goes into the three text files."""
@@ -104,6 +120,7 @@ class Translation:
     weight_scale_mismatches: list[WeightScaleMismatch]
     warnings: list[str]
     mixed_readers: list[MixedReaders]
+    propagation_hint: PropagationHint | None = None
 
 
 @dataclass
@@ -126,13 +143,21 @@ class TranslateResult:
     mixed_readers: list[MixedReaders]
     seconds: float
     trt_calib_version: str = "8600"
+    propagation_hint: PropagationHint | None = None
 
 
-def translate_model(model: ir.Model, options: TranslateOptions, where: str = "model") -> Translation:
-    """Translate ``model`` in place (it becomes the Q/DQ-free model)."""
+def translate_model(
+    model: ir.Model, options: TranslateOptions, where: str = "model", *, validated: bool = False
+) -> Translation:
+    """Translate ``model`` in place (it becomes the Q/DQ-free model).
+
+    ``validated``: the model was loaded with ``load_model(..., validate=True)``; otherwise it is
+    validated here.
+    """
     graph = model.graph
+    if not validated:
+        validate_model(model, where)
     view = QdqView(graph)
-    check_initializer_data(graph, where)
     constants = view.constant_values
     warnings = check_translatable(view, where, constants)
     mismatches = weight_scale_mismatches(view) if options.check_weight_scales else []
@@ -170,8 +195,10 @@ def translate_model(model: ir.Model, options: TranslateOptions, where: str = "mo
     ]
     qdq_count = sum(1 for e in scales if e.origin is ScaleOrigin.QDQ)
     propagated = propagate_scales(graph, scales, options.propagation())
+    hint = _propagation_hint(graph, scales, options)
     selection = select_fp16_nodes(graph, scales, options.add_unary_ew_scales_for_dla)
     named = _scales_by_name(graph, scales)
+    _check_printable(where, named, selection.nodes)
     if log.isEnabledFor(logging.DEBUG):
         for entry in scales:
             log.debug("scale %-48s %.9g  (%s: %s)", entry.value.name, entry.scale,
@@ -194,7 +221,62 @@ def translate_model(model: ir.Model, options: TranslateOptions, where: str = "mo
         weight_scale_mismatches=mismatches,
         warnings=warnings,
         mixed_readers=mixed_readers,
+        propagation_hint=hint,
     )
+
+
+def _propagation_hint(
+    graph: ir.Graph, scales: ScaleTable, options: TranslateOptions
+) -> PropagationHint | None:
+    """If FP16 layers are activations a propagation option covers, measure what it would save.
+
+    Runs on copies of the scale table (``scales`` is not changed), so it costs one more
+    propagation and FP16 selection, both linear, and only when such layers exist.
+    """
+    def copy(table: ScaleTable) -> ScaleTable:
+        new = ScaleTable()
+        for entry in table:
+            new.set(entry.value, entry.scale, entry.origin, entry.source)
+        return new
+
+    propagation = options.propagation()
+    base = copy(scales)
+    propagate_scales(graph, base, propagation)
+    selection = select_fp16_nodes(graph, base, options.add_unary_ew_scales_for_dla)
+    before = selection.nodes
+    by_name = {node.name: node for node in graph if node.name}
+    values = {out.name: out for node in graph for out in node.outputs if out.name}
+    # The activations that are FP16 themselves or write a tensor left without a scale.
+    involved = {by_name[n].op_type for n in before if n in by_name}
+    for tensor in selection.unscaled_tensors:
+        producer = values[tensor].producer() if tensor in values else None
+        if producer is not None:
+            involved.add(producer.op_type)
+    ops = sorted(involved & (HINT_OPS - propagation.op_set()))
+    if not ops:
+        return None
+    wider = copy(scales)
+    extra = PropagationOptions(propagation.average_pool, propagation.concat, propagation.mul,
+                               (*propagation.extra_ops, *ops))
+    propagate_scales(graph, wider, extra)
+    after = select_fp16_nodes(graph, wider, options.add_unary_ew_scales_for_dla).nodes
+    if len(after) >= len(before):
+        return None
+    option = "--addtl_ops_to_infer_adjacent_scales " + " ".join(
+        (*options.addtl_ops_to_infer_adjacent_scales, *ops))
+    return PropagationHint(ops, option, len(before), len(after))
+
+
+def _check_printable(where: str, scales: dict[str, float], fp16_nodes: list[str]) -> None:
+    """The cache and the layer-argument file are lines of text: a name with a control character
+    (``\n``, ``\r``, ...) would break them, so it is refused for every output format at once."""
+    for kind, names in (("tensor", scales), ("node", fp16_nodes)):
+        for name in names:
+            if any(ord(c) < 32 or ord(c) == 127 for c in name):
+                raise UnsupportedModelError(
+                    f"{where}: {kind} {name!r} has a control character in its name, which the "
+                    "calibration cache and --layerPrecisions cannot carry; rename it in the model"
+                )
 
 
 def _scales_by_name(graph: ir.Graph, scales: ScaleTable) -> dict[str, float]:
@@ -226,12 +308,14 @@ def _translate_file(
     path: Path, output_dir: Path, options: TranslateOptions, version: str
 ) -> TranslateResult:
     start = time.perf_counter()
-    model = load_model(path, lazy_weights=True)
+    model = load_model(path, lazy_weights=True, validate=True)
     nodes_before = len(model.graph)
-    translation = translate_model(model, options, where=str(path))
+    translation = translate_model(model, options, where=str(path), validated=True)
     paths = OutputPaths.for_model(output_dir, path.stem)
     if not path.stem:
         raise QdqkitError(f"{path}: cannot name outputs after a file without a name")
+    # verify refuses a bundle checked against another model than the one it came from.
+    model.metadata_props[SOURCE_KEY] = file_sha256(path)
     write_outputs(paths, model, translation.scales, translation.fp16_nodes, version, (path,))
     return TranslateResult(
         input=str(path),
@@ -252,4 +336,5 @@ def _translate_file(
         mixed_readers=translation.mixed_readers,
         seconds=time.perf_counter() - start,
         trt_calib_version=version,
+        propagation_hint=translation.propagation_hint,
     )

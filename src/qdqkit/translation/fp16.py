@@ -3,7 +3,8 @@
 TensorRT's implicit INT8 runs a layer INT8 only if its tensors have scales; a reader of an unscaled
 tensor falls back to FP16 (with ``--fp16``), and ``--layerPrecisions name:fp16`` makes that explicit
 rather than leaving the choice to the builder. Constant-derived and non-float tensors (shapes,
-indices, masks) never need a scale and are skipped. Names are unique and non-empty.
+indices, masks) never need a scale and are skipped, and so are readers that write no float (Shape,
+a Cast to int64): only layers that compute in float are listed. Names are unique and non-empty.
 
 With ``add_unary``, a Conv output that feeds only one two-input Add whose *other* input has a real
 scale gets scale 1.0 instead (the DLA compiler then fuses Conv+Add in INT8); never both Add inputs.
@@ -41,6 +42,14 @@ def _classify(graph: ir.Graph) -> tuple[set[ir.Value], set[ir.Value]]:
     }
     for node in graph:
         inputs = [v for v in node.inputs if v is not None]
+        if node.op_type == "Constant":
+            tensor = node.attributes.get("value")
+            if tensor is not None and tensor.type == ir.AttributeType.TENSOR \
+                    and tensor.value.dtype not in FLOAT_TYPES:
+                non_float.update(node.outputs)
+            elif tensor is None:  # value_int(s), value_string(s): never float
+                non_float.update(o for o in node.outputs if not _float_constant_node(node))
+            continue
         for out in node.outputs:
             if out.dtype is not None:
                 if out.dtype not in FLOAT_TYPES:
@@ -51,6 +60,16 @@ def _classify(graph: ir.Graph) -> tuple[set[ir.Value], set[ir.Value]]:
             ) or (inputs and node.op_type != "Cast" and all(v in non_float for v in inputs)):
                 non_float.add(out)
     return constant, non_float
+
+
+def _float_constant_node(node: ir.Node) -> bool:
+    return any(name in node.attributes for name in ("value_float", "value_floats"))
+
+
+def _computes_in_float(node: ir.Node, non_float: set[ir.Value]) -> bool:
+    """Whether a layer writes float: a Shape or a Cast to int64 reads float but computes nothing
+    TensorRT could run in FP16, so pinning it only clutters --layerPrecisions."""
+    return any(out not in non_float for out in node.outputs)
 
 
 def _unary_candidate(value: ir.Value, scales: ScaleTable) -> bool:
@@ -83,7 +102,7 @@ def select_fp16_nodes(graph: ir.Graph, scales: ScaleTable, add_unary: bool = Fal
         selection.unscaled_tensors.append(value.name or "")
         for use in value.uses():
             name = use.node.name
-            if name and name not in listed:
+            if name and name not in listed and _computes_in_float(use.node, non_float):
                 listed[name] = None
     selection.nodes = list(listed)
     return selection

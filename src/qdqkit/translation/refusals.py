@@ -3,19 +3,19 @@
 TensorRT's implicit INT8 has one symmetric, per-tensor, 8-bit scale per activation tensor, and
 computes weight scales itself. So we refuse: non-zero activation zero points, per-channel activation
 scales, int4/fp8/int16/blocked Q/DQ (policy: refuse the model and name every such node, rather than
-silently dequantize part of it), scales computed at run time, Q outputs read by anything but a DQ,
-and DQs of computed integer tensors. int32 DQ on constants (biases) are fine: they fold to float.
+silently dequantize part of it), scales computed at run time (including onnxruntime's dynamic
+quantization), Q outputs read by anything but a DQ, and DQs of computed integer tensors. int32 DQ
+on constants (biases) are fine: they fold to float.
 """
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import onnx_ir as ir
 
-from qdqkit.core.errors import ModelLoadError, UnsupportedModelError
+from qdqkit.core.errors import UnsupportedModelError
 from qdqkit.core.qdq import (
+    DYNAMIC_QUANTIZATION_OPS,
     DqSource,
     QdqView,
     dtype_label,
@@ -43,36 +43,6 @@ def _is_activation(view: QdqView, node: ir.Node, constants: set[ir.Value]) -> bo
     return not view.is_weight_quantize(node) and node.inputs[0] not in constants
 
 
-def check_initializer_data(graph: ir.Graph, where: str) -> None:
-    """Refuse initializers whose stored bytes do not match their shape (a truncated writer)."""
-    bitwidths: dict[int, int] = {}  # by data_type: building the enum member costs ~2 us a call
-    for value in graph.initializers.values():
-        tensor = value.const_value
-        if not isinstance(tensor, ir.serde.TensorProtoTensor):
-            continue
-        proto = tensor.raw
-        # From the proto's own fields: going through tensor.shape costs ~20 us a tensor.
-        count = math.prod(proto.dims)
-        data_type = proto.data_type
-        bitwidth = bitwidths.get(data_type)
-        if bitwidth is None:
-            bitwidth = bitwidths[data_type] = ir.DataType(data_type).bitwidth
-        expected = (count * bitwidth + 7) // 8
-        raw = proto.raw_data
-        if raw or proto.HasField("raw_data"):
-            stored = len(raw)
-        else:
-            stored = expected if count == 0 or any(
-                len(getattr(proto, f)) for f in ("float_data", "int32_data", "int64_data",
-                                                 "double_data", "uint64_data", "string_data")
-            ) else 0
-        if stored != expected:
-            raise ModelLoadError(
-                f"{where}: initializer '{value.name}' holds {stored} bytes but its shape needs "
-                f"{expected}; the file is truncated or was written incompletely"
-            )
-
-
 _CONTROL_FLOW = frozenset({"If", "Loop", "Scan", "SequenceMap"})
 
 
@@ -94,9 +64,22 @@ def check_no_qdq_in_subgraphs(graph: ir.Graph, where: str) -> None:
                     )
 
 
+def check_not_dynamic(graph: ir.Graph, where: str) -> None:
+    """A dynamically quantized model has no activation scales at all: say so, by name."""
+    found = [n for n in graph if n.op_type in DYNAMIC_QUANTIZATION_OPS]
+    if found:
+        kinds = ", ".join(sorted({n.op_type for n in found}))
+        raise UnsupportedModelError(
+            f"{where}: the model uses onnxruntime dynamic quantization ({kinds}: {_names(found)}), "
+            "whose activation scales are computed at run time, so there are no scales to "
+            "translate; quantize the float model statically in QDQ format instead"
+        )
+
+
 def check_translatable(view: QdqView, where: str, constants: set[ir.Value]) -> list[str]:
     """Raise UnsupportedModelError for what implicit INT8 cannot carry; return warnings."""
     check_no_qdq_in_subgraphs(view.graph, where)
+    check_not_dynamic(view.graph, where)
     if view.qdq_count == 0:
         raise UnsupportedModelError(
             f"{where}: the model has no QuantizeLinear/DequantizeLinear nodes, so there are no "
@@ -126,6 +109,15 @@ def check_translatable(view: QdqView, where: str, constants: set[ir.Value]) -> l
             "INT8 cannot carry (it has only per-tensor 8-bit activation scales); keep this model on "
             "explicit quantization or re-quantize those tensors to int8"
         )
+    bad_scales = [n for n in nodes if _bad_scale(view, n)]
+    if bad_scales:
+        first = view.params(bad_scales[0])
+        shown = first.scale.reshape(-1)[:4].tolist() if first is not None else "?"
+        raise UnsupportedModelError(
+            f"{where}: Q/DQ {_names(bad_scales)} have NaN, infinite, negative or (on a Q) zero "
+            f"scales (e.g. {shown}); a scale must be finite and positive, so the quantizer that "
+            "wrote them needs fixing (re-export or re-calibrate)"
+        )
     activations = [n for n in nodes if _is_activation(view, n, constants)]
     per_channel = [n for n in activations if view.params(n).per_channel]  # type: ignore[union-attr]
     if per_channel:
@@ -147,6 +139,17 @@ def check_translatable(view: QdqView, where: str, constants: set[ir.Value]) -> l
         for n in view.quantize_nodes
         if _explicit_uint8(view, n) and _is_activation(view, n, constants)
     ]
+
+
+def _bad_scale(view: QdqView, node: ir.Node) -> bool:
+    params = view.params(node)
+    if params is None:
+        return False
+    scale = params.scale.astype(np.float64)
+    if not np.all(np.isfinite(scale)) or np.any(scale < 0):
+        return True
+    # A Q divides by its scale; a DQ of an all-zero weight channel may carry 0 harmlessly.
+    return is_quantize(node) and bool(np.any(scale == 0))
 
 
 def _explicit_uint8(view: QdqView, node: ir.Node) -> bool:

@@ -1,8 +1,9 @@
 """Weight scales TensorRT will not use: implicit INT8 recomputes them as max|w|/127 per channel.
 
 A Q/DQ model whose weight scales differ (a histogram or percentile calibrator, a clipped weight)
-loses that choice in translation; ``weight_scale_mismatches`` names each such weight with its
-largest relative difference, so the user knows before building.
+loses that choice in translation when it changes the weight values TensorRT computes with;
+``weight_scale_mismatches`` names each such weight with its largest change, so the user knows
+before building. A scale that differs but requantizes to the same values is not reported.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import onnx_ir as ir
 
 from qdqkit.core.lazy_proto import release_mapped
 from qdqkit.core.qdq import QdqView, node_label
-from qdqkit.core.qdq_math import implicit_weight_scales
+from qdqkit.core.qdq_math import fake_quantize, implicit_weight_scales, trt_requantize_weight
 from qdqkit.core.weights import output_channel_axis
 from qdqkit.passes.fold_weight_path import evaluate_constant
 from qdqkit.passes.strip_qdq import dequantized_array
@@ -22,13 +23,16 @@ from qdqkit.passes.strip_qdq import dequantized_array
 
 @dataclass
 class WeightScaleMismatch:
+    """A weight TensorRT's requantization changes: ``max_relative_difference`` is the largest change
+    of one weight value, relative to its channel's max|w| (one int8 step is about 0.8%)."""
+
     node: str
     weight: str
     max_relative_difference: float
 
 
-def weight_scale_mismatches(view: QdqView, tolerance: float = 2e-3) -> list[WeightScaleMismatch]:
-    """Weights whose Q/DQ scales are not TensorRT's per-channel max|w|/127 (it recomputes them)."""
+def weight_scale_mismatches(view: QdqView, tolerance: float = 1e-6) -> list[WeightScaleMismatch]:
+    """Weights whose values TensorRT's per-channel max|w|/127 requantization would change."""
     found: list[WeightScaleMismatch] = []
     for node in view.weighted_nodes:
         index = view.weight_index(node)
@@ -38,32 +42,44 @@ def weight_scale_mismatches(view: QdqView, tolerance: float = 2e-3) -> list[Weig
         if ref.quantize is not None:
             # The float weight, possibly behind Reshape/Transpose of a constant (TF, onnxruntime).
             w = evaluate_constant(ref.source)
+            used = None if w is None else fake_quantize(np.asarray(w, np.float32), ref.params)
         else:
-            w = dequantized_array(view, ref.dequantize, np.dtype(np.float64))
-        if w is None or w.ndim == 0:
+            w = used = dequantized_array(view, ref.dequantize, np.dtype(np.float32))
+        if w is None or used is None or w.ndim == 0:
             continue
-        _compare(found, node, index, ref.source, w, ref.params.scale, tolerance)
-        del w
+        _compare(found, node, index, ref.source, np.asarray(w, np.float32), used, ref.params.scale,
+                 tolerance)
+        del w, used
         release_mapped(ref.source)
     return found
 
 
 def _compare(
     found: list[WeightScaleMismatch], node: ir.Node, index: int, source: ir.Value | None,
-    w: np.ndarray, scales: np.ndarray, tolerance: float,
+    w: np.ndarray, used: np.ndarray, scales: np.ndarray, tolerance: float,
 ) -> None:
-    w = np.asarray(w, dtype=np.float64)
-    if w.ndim == 0:
-        return
-    expected = implicit_weight_scales(w, output_channel_axis(node, index, w.ndim))
+    """Note the weight if TensorRT computes with other values than the Q/DQ model does.
+
+    Scales equal to max|w|/127 up to float rounding are TensorRT's own (a value exactly between two
+    steps may round the other way; that is not a different quantization). Otherwise the weight is
+    requantized as TensorRT does and compared with the values the Q/DQ model uses: a scale 127x
+    too large on a weight whose integers are all -1, 0, 1 still gives the same values.
+    """
+    axis = output_channel_axis(node, index, w.ndim)
+    expected = implicit_weight_scales(w, axis)
     given = scales.astype(np.float64).reshape(-1)
-    if given.size not in (1, expected.size):
-        rel = float("inf")
-    else:
-        per_channel = np.broadcast_to(given, expected.shape)
+    if given.size in (1, expected.size):
         live = expected > 0
-        diff = np.abs(per_channel[live] - expected[live]) / expected[live]
-        rel = float(np.max(diff)) if live.any() else 0.0
-    if rel > tolerance:
+        per_channel = np.broadcast_to(given, expected.shape)[live]
+        if np.all(np.abs(per_channel - expected[live]) <= tolerance * expected[live]):
+            return
+    requantized, _ = trt_requantize_weight(w, axis)
+    moved = np.moveaxis(np.abs(requantized.astype(np.float64) - used), axis, 0)
+    rows = moved.reshape(moved.shape[0], -1)
+    amax = np.abs(np.moveaxis(used, axis, 0).reshape(rows.shape[0], -1)).max(axis=1)
+    change = rows.max(axis=1) / np.where(amax > 0, amax, 1.0)
+    # Differences at the level of float rounding are not a change of the integer weights.
+    worst = float(change.max()) if change.size else 0.0
+    if worst > 4 * float(np.finfo(np.float32).eps):
         name = source.name if source is not None and source.name else ""
-        found.append(WeightScaleMismatch(node_label(node), name, rel))
+        found.append(WeightScaleMismatch(node_label(node), name, worst))

@@ -22,6 +22,9 @@ from qdqkit.core.model_io import stage_model
 from qdqkit.trt.calib_cache import format_calib_cache
 from qdqkit.trt.layer_args import format_layer_precisions
 
+# Metadata key of the Q/DQ-free model: the SHA-256 of the Q/DQ file it was translated from.
+SOURCE_KEY = "qdqkit.source_sha256"
+
 
 @dataclass(frozen=True)
 class OutputPaths:

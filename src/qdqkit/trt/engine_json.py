@@ -161,6 +161,8 @@ def load_json(path: str | Path, what: str) -> Any:
         raise _fail(path, f"cannot read it: {exc}") from None
     try:
         return json.loads(text)
+    except RecursionError:
+        raise _fail(path, f"nested too deeply to be a TensorRT export; expected {what}") from None
     except json.JSONDecodeError as exc:
         raise _fail(
             path, f"not valid JSON (line {exc.lineno} column {exc.colno}: {exc.msg}); expected {what}"

@@ -1,42 +1,57 @@
 """The emulation model: the translated model computing what TensorRT's implicit INT8 computes.
 
-Rules:
-1. Every tensor the calibration cache gives a scale is fake-quantized there (Q -> DQ, int8,
-   symmetric, round half to even), except a scale of exactly 1.0, the DLA unary marker, which the
-   DLA compiler reads as "no requantization".
-2. The weight of every INT8 layer (Conv, ConvTranspose, Gemm, MatMul whose activation input has a
-   scale) is replaced by its fake-quantized value: per output channel, scale max|w|/127, as
-   TensorRT recomputes it.
+Rules, one per source of loss (``Source``); an emulation applies any subset of them, so each
+source's cost can be measured alone:
+1. ``ACTIVATIONS``: every tensor the calibration cache gives a scale is fake-quantized there
+   (Q -> DQ, int8, symmetric, round half to even), except a scale of exactly 1.0, the DLA unary
+   marker, which the DLA compiler reads as "no requantization".
+2. ``WEIGHTS``: the weight of every INT8 layer (Conv, ConvTranspose, Gemm, MatMul whose activation
+   input has a scale) becomes what TensorRT computes with: per output channel, scale max|w|/127 in
+   float32 (``core.qdq_math.trt_requantize_weight``; a weight already on that grid is unchanged).
+3. ``FP16``: every float tensor left without a scale is rounded to float16 (Cast -> Cast), and so
+   are the constant float inputs of the layers that read them: those layers run FP16 on the device.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import enum
+from collections.abc import Iterable, Mapping
 
 import numpy as np
 import onnx_ir as ir
 
-from qdqkit.core.qdq_math import implicit_weight_scales
+from qdqkit.core.lazy_proto import release_mapped_tensor
+from qdqkit.core.qdq import FLOAT_TYPES
+from qdqkit.core.qdq_math import trt_requantize_weight
 from qdqkit.core.weights import output_channel_axis, weight_index
 from qdqkit.passes.insert_qdq import ActivationQdq, InsertQdq
 
 _WEIGHTED = frozenset({"Conv", "ConvTranspose", "Gemm", "MatMul"})
 
 
+class Source(enum.Enum):
+    """Where an implicit-INT8 engine departs from the Q/DQ model."""
+
+    ACTIVATIONS = "activation scales as cached"
+    WEIGHTS = "weight requantization (max|w|/127)"
+    FP16 = "layers pinned to FP16"
+
+
+ALL_SOURCES = frozenset(Source)
+
+
 def fake_quantize_weight(w: np.ndarray, axis: int) -> np.ndarray:
-    """TensorRT's implicit weight quantization: per output channel, scale max|w|/127."""
-    scale = implicit_weight_scales(w, axis)
-    # An all-zero channel quantizes to zeros under any scale; 1/127 keeps the division defined.
-    scale = np.where(scale > 0, scale, 1.0 / 127.0)
-    moved = np.moveaxis(w.astype(np.float64), axis, 0)
-    shape = (-1,) + (1,) * (moved.ndim - 1)
-    q = np.clip(np.rint(moved / scale.reshape(shape)), -127, 127)
-    return np.moveaxis(q * scale.reshape(shape), 0, axis).astype(w.dtype)
+    """TensorRT's implicit weight quantization: per output channel, scale max|w|/127 (float32)."""
+    return trt_requantize_weight(w, axis)[0].astype(w.dtype, copy=False)
 
 
-def quantize_weights(graph: ir.Graph, scaled: set[str]) -> int:
-    """Fake-quantize the weights of weighted ops whose activation has a scale; returns how many."""
+def quantize_weights(graph: ir.Graph, scaled: set[str]) -> tuple[int, int]:
+    """Requantize the weights of weighted ops whose activation has a scale, as TensorRT does.
+
+    Returns (weights requantized, of which changed by requantization).
+    """
     done: set[ir.Value] = set()
+    changed = 0
     for node in graph:
         if node.op_type not in _WEIGHTED:
             continue
@@ -46,28 +61,112 @@ def quantize_weights(graph: ir.Graph, scaled: set[str]) -> int:
         x, w = node.inputs[1 - index], node.inputs[index]
         if x is None or x.name not in scaled or w is None or w.const_value is None or w in done:
             continue
-        array = w.const_value.numpy()
+        original = w.const_value
+        array = original.numpy()
         if array.ndim == 0 or not np.issubdtype(array.dtype, np.floating):
             continue
-        axis = output_channel_axis(node, index, array.ndim)
-        w.const_value = ir.Tensor(fake_quantize_weight(array, axis % array.ndim), name=w.name)
+        axis = output_channel_axis(node, index, array.ndim) % array.ndim
+        requantized, moved = trt_requantize_weight(array, axis)
+        if moved.any():
+            changed += 1
+            w.const_value = ir.Tensor(requantized.astype(array.dtype, copy=False), name=w.name)
+        elif isinstance(original, ir.ExternalTensor):
+            # Read once here; the session gets this copy and the file is unmapped now, so its
+            # pages are not held twice.
+            w.const_value = ir.Tensor(np.array(array), name=w.name)
+        del array, requantized
+        release_mapped_tensor(original)
         done.add(w)
-    return len(done)
+    return len(done), changed
 
 
 def _is_initializer(value: ir.Value | None) -> bool:
     return value is not None and value.const_value is not None
 
 
-def insert_fake_quant(model: ir.Model, scales: Mapping[str, float]) -> list[str]:
-    """Q -> DQ (int8, zero point 0) after every tensor named in ``scales``; returns names not found."""
-    graph = model.graph
+def values_by_name(graph: ir.Graph) -> dict[str, ir.Value]:
     by_name: dict[str, ir.Value] = {v.name: v for v in graph.inputs if v.name}
     for node in graph:
         for out in node.outputs:
             if out.name:
                 by_name[out.name] = out
+    return by_name
+
+
+def insert_fake_quant(model: ir.Model, scales: Mapping[str, float]) -> list[str]:
+    """Q -> DQ (int8, zero point 0) after every tensor named in ``scales``; returns names not found."""
+    by_name = values_by_name(model.graph)
     missing = [name for name in scales if name not in by_name]
     InsertQdq([ActivationQdq(by_name[name], scale) for name, scale in scales.items()
                if name in by_name])(model)
     return missing
+
+
+def round_to_fp16(graph: ir.Graph, tensors: Iterable[str]) -> int:
+    """Round the named float tensors, and the float constants their readers take, to float16."""
+    by_name = values_by_name(graph)
+    taken = set(by_name) | set(graph.initializers)
+    rounded_constants: set[ir.Value] = set()
+    count = 0
+    for name in tensors:
+        value = by_name.get(name)
+        if value is None or value.dtype not in FLOAT_TYPES or value.dtype == ir.DataType.FLOAT16:
+            continue
+        readers = [use.node for use in value.uses()]
+        for reader in readers:
+            for operand in reader.inputs:
+                if operand is not None and operand.const_value is not None \
+                        and operand not in rounded_constants:
+                    _round_constant(operand)
+                    rounded_constants.add(operand)
+        _insert_round_trip(graph, value, taken)
+        count += 1
+    return count
+
+
+def _round_constant(value: ir.Value) -> None:
+    tensor = value.const_value
+    assert tensor is not None
+    if tensor.dtype not in FLOAT_TYPES or tensor.dtype == ir.DataType.FLOAT16:
+        return
+    array = tensor.numpy()
+    value.const_value = ir.Tensor(array.astype(np.float16).astype(array.dtype), name=value.name)
+
+
+def _fresh(taken: set[str], wanted: str) -> str:
+    name, n = wanted, 1
+    while name in taken:
+        name, n = f"{wanted}_{n}", n + 1
+    taken.add(name)
+    return name
+
+
+def _insert_round_trip(graph: ir.Graph, value: ir.Value, taken: set[str]) -> None:
+    base = value.name or "tensor"
+    dtype = value.dtype
+    assert dtype is not None
+    half = ir.Node("", "Cast", [value], [ir.AttrInt64("to", ir.DataType.FLOAT16)],
+                   outputs=[ir.Value(name=_fresh(taken, f"{base}_fp16"))],
+                   name=_fresh(taken, f"{base}_to_fp16"))
+    back = ir.Node("", "Cast", [half.outputs[0]], [ir.AttrInt64("to", dtype)],
+                   outputs=[ir.Value(name=_fresh(taken, f"{base}_rounded"))],
+                   name=_fresh(taken, f"{base}_from_fp16"))
+    result = back.outputs[0]
+    result.dtype, result.shape = dtype, value.shape
+    for use in list(value.uses()):
+        if use.node is not half:
+            use.node.replace_input_with(use.idx, result)
+    producer = value.producer()
+    if producer is not None:
+        graph.insert_after(producer, [half, back])
+    else:
+        graph.insert_before(next(iter(graph)), [half, back])
+    if value.is_graph_output():
+        # The graph output is what the FP16 layer wrote: the rounded value, under its own name.
+        name = value.name
+        value.name = _fresh(taken, f"{base}_before_fp16")
+        result.name = name
+        outputs = graph.outputs
+        for position, output in enumerate(list(outputs)):
+            if output is value:
+                outputs[position] = result

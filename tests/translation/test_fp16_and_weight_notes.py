@@ -1,0 +1,127 @@
+"""The FP16 layer list holds only float layers; weight notes only where TensorRT changes weights;
+onnxruntime's dynamic quantization is named and refused."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from qdqkit.core.errors import UnsupportedModelError
+from qdqkit.examples.graph import GraphBuilder
+from qdqkit.translation import translate
+
+
+def test_integer_shape_layers_are_not_pinned_to_fp16(tmp_path: Path) -> None:
+    # An unscaled float tensor read by Shape and a Cast to int64 (as detectors compute output
+    # sizes): the shape arithmetic downstream (Gather, Unsqueeze, Concat) is integer.
+    g = GraphBuilder("shapes")
+    x = g.input("x", [1, 4, 8, 8])
+    y = g.node("Relu", [g.conv(g.qdq(x, name="x"), 4, 4, name="c")], name="relu")  # no scale
+    shape = g.node("Shape", [y], name="shape")
+    index = g.node("Constant", [], name="index",
+                   value=numpy_helper.from_array(np.array(0, np.int64)))
+    dim = g.node("Gather", [shape, index], name="gather")
+    dims = g.node("Unsqueeze", [dim, g.const(np.array([0], np.int64))], name="unsqueeze")
+    new_shape = g.node("Concat", [dims, g.const(np.array([-1], np.int64))], name="concat", axis=0)
+    g.node("Cast", [y], name="to_int", out="as_int", to=TensorProto.INT64)
+    g.node("Reshape", [y, new_shape], name="reshape", out="flat")
+    g.output("flat")
+    g.output("as_int", None, TensorProto.INT64)
+    result = translate(g.save(tmp_path / "m.onnx"), tmp_path / "out")
+    assert "relu" in result.fp16_nodes and "reshape" in result.fp16_nodes
+    for integer in ("shape", "gather", "unsqueeze", "concat", "to_int", "index"):
+        assert integer not in result.fp16_nodes
+
+
+def _dq_only_conv(path: Path, weight: np.ndarray, scale: np.ndarray) -> Path:
+    g = GraphBuilder("w")
+    x = g.input("x", [1, weight.shape[1], 4, 4])
+    w = g.dequantize(g.const(weight, "w_int8"), scale, np.zeros(len(scale), np.int8), axis=0,
+                     name="w_dq")
+    y = g.node("Conv", [g.qdq(x, name="x"), w], name="conv", kernel_shape=[1, 1])
+    g.output(g.qdq(y, name="y"))
+    return g.save(path)
+
+
+def test_a_scale_that_requantizes_to_the_same_values_is_not_noted(tmp_path: Path) -> None:
+    # Integers -1, 0, 1 at scale s: TensorRT's scale is s/127 and its integers 127x larger, but
+    # the weight values are the same, so there is nothing to warn about.
+    ints = np.array([[[[1]], [[0]], [[-1]]], [[[0]], [[1]], [[1]]]], np.int8)
+    scale = np.array([0.05, 0.02], np.float32)
+    result = translate(_dq_only_conv(tmp_path / "same.onnx", ints, scale), tmp_path / "out")
+    assert result.weight_scale_mismatches == []
+
+
+def test_a_scale_that_changes_the_weights_is_noted(tmp_path: Path) -> None:
+    # A clipped weight (histogram calibration): max |q| is 127 but other values are not on
+    # TensorRT's grid once it recomputes max|w|/127 from a channel whose max is 100 steps.
+    ints = np.array([[[[100]], [[37]], [[-55]]], [[[127]], [[1]], [[-3]]]], np.int8)
+    scale = np.array([0.05, 0.02], np.float32)
+    result = translate(_dq_only_conv(tmp_path / "clip.onnx", ints, scale), tmp_path / "out")
+    assert [m.weight for m in result.weight_scale_mismatches] == ["w_int8"]
+    assert 0 < result.weight_scale_mismatches[0].max_relative_difference < 0.01
+
+
+def test_dynamic_quantization_is_named_and_refused(tmp_path: Path) -> None:
+    # onnxruntime quantize_dynamic's spelling: DynamicQuantizeLinear -> MatMulInteger -> Cast.
+    g = GraphBuilder("dyn")
+    x = g.input("x", [1, 4])
+    g.nodes.append(helper.make_node("DynamicQuantizeLinear", [x], ["xq", "xs", "xz"], name="dql"))
+    w = g.const(np.ones((4, 4), np.uint8), "w")
+    g.node("MatMulInteger", ["xq", w, "xz"], name="mm", out="acc")
+    g.node("Cast", ["acc"], name="cast", out="y", to=TensorProto.FLOAT)
+    g.output("y")
+    with pytest.raises(UnsupportedModelError,
+                       match=r"dynamic quantization \(DynamicQuantizeLinear, MatMulInteger"):
+        translate(g.save(tmp_path / "dyn.onnx"), tmp_path / "out")
+
+
+def test_a_leaky_relu_in_fp16_gets_a_measured_hint(tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    from qdqkit.cli import main
+
+    # The LeakyRelu's output has no Q, so the second conv reads an unscaled tensor and runs FP16;
+    # copying the scale across the LeakyRelu would make it INT8.
+    g = GraphBuilder("leaky")
+    x = g.input("x", [1, 4, 8, 8])
+    y = g.conv(g.qdq(x, name="x"), 4, 4, name="c1")
+    y = g.node("LeakyRelu", [g.qdq(y, name="c1_out")], name="leaky", alpha=0.1)
+    y = g.conv(y, 4, 4, name="c2")
+    g.output(g.qdq(y, name="y"))
+    path = g.save(tmp_path / "leaky.onnx")
+    result = translate(path, tmp_path / "out")
+    assert result.fp16_nodes == ["c2"]
+    hint = result.propagation_hint
+    assert hint is not None and hint.ops == ["LeakyRelu"]
+    assert (hint.fp16_before, hint.fp16_after) == (1, 0)
+    assert hint.option == "--addtl_ops_to_infer_adjacent_scales LeakyRelu"
+    assert main(["translate", "-i", str(path), "-o", str(tmp_path / "cli")]) == 0
+    text = capsys.readouterr().out
+    assert "hint: the 1 FP16 layers include LeakyRelu" in text
+    assert f"trtexec --onnx={tmp_path / 'cli' / 'leaky_noqdq.onnx'}" in text
+
+
+@pytest.mark.parametrize("scale", [float("nan"), -0.05, 0.0])
+def test_a_bad_scale_is_named_as_bad_not_as_different(tmp_path: Path, scale: float) -> None:
+    g = GraphBuilder("bad")
+    x = g.input("x", [1, 4])
+    g.output(g.qdq(x, scale, name="x"))
+    with pytest.raises(UnsupportedModelError, match="must be finite and positive"):
+        translate(g.save(tmp_path / "bad.onnx"), tmp_path / "out")
+
+
+def test_onnxruntime_errors_keep_their_whole_sentence() -> None:
+    from qdqkit.core import numerics
+    from qdqkit.core.errors import QdqkitError
+
+    g = GraphBuilder("shape")
+    x = g.input("x", [1, 4])
+    g.node("Relu", [x], name="r", out="y")
+    g.output("y")
+    session = numerics.make_session(g.proto().SerializeToString())
+    with pytest.raises(QdqkitError, match=r"Expected: 4") as caught:
+        numerics.run(session, {"x": np.zeros((1, 5), np.float32)})
+    assert "\n" not in str(caught.value)
