@@ -6,7 +6,9 @@ The engine is the synthetic TensorRT 8.x export of ``qdqkit.engine.synthetic`` (
 with Q/DQ and layout Reformats, plus a per-layer profile) written to a temporary folder. Every figure
 is printed with its ratio to a baseline measured in the same run on the same files: a plain
 ``json.load`` of the graph and profile JSON, the least any tool pays to look at them. Each step is
-the median of several runs. Exits 1 if read + report + draw take 3 s or more.
+the median of several runs. Exits 1 if read + report + draw take 3 s or more, or if matching
+against a renamed copy is not linear (four times the layers must take less than eight times the
+time).
 """
 
 from __future__ import annotations
@@ -19,16 +21,46 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from qdqkit.engine.diff import diff_engines
 from qdqkit.engine.draw import draw_engine
 from qdqkit.engine.report import report_engine
 from qdqkit.engine.synthetic import synthetic_engine
 from qdqkit.trt.engine import EngineGraph
-from qdqkit.trt.engine_json import read_engine_graph
+from qdqkit.trt.engine_json import parse_engine_graph, read_engine_graph
+from qdqkit.trt.engine_matching import match_layers
 
 BUDGET_S = 3.0
 RUNS = 5
+LINEAR_BOUND = 8.0  # time(4N) / time(N) for matching
+
+
+def _renamed(graph_json: dict[str, Any]) -> dict[str, Any]:
+    """The same engine with every layer and tensor renamed: only structure can match it."""
+    count = len(graph_json["Layers"])
+    tensors: dict[str, str] = {}
+
+    def tensor(t: dict[str, Any]) -> dict[str, Any]:
+        return {**t, "Name": tensors.setdefault(t["Name"], f"t{len(tensors)}")}
+
+    layers = [{**la, "Name": f"net/op_{(i * 7919) % count}",
+               "Inputs": [tensor(t) for t in la["Inputs"]],
+               "Outputs": [tensor(t) for t in la["Outputs"]]}
+              for i, la in enumerate(graph_json["Layers"])]
+    return {"Layers": layers, "Bindings": [tensors.get(b, b) for b in graph_json["Bindings"]]}
+
+
+def _match_seconds(layers: int) -> float:
+    graph_json, _ = synthetic_engine(layers)
+    a = parse_engine_graph(graph_json, "a.json")
+    b = parse_engine_graph(_renamed(graph_json), "b.json")
+    times = []
+    for _ in range(RUNS):  # the fastest run: least disturbed by other work on the machine
+        start = time.perf_counter()
+        match_layers(a, b)
+        times.append(time.perf_counter() - start)
+    return min(times)
 
 
 def _median_time(step: Callable[[], object]) -> float:
@@ -61,6 +93,7 @@ def main() -> int:
             return read_engine_graph(graph_file, profile=profile_file)
 
         graph = read()
+        renamed = parse_engine_graph(_renamed(graph_json), "renamed.json")
         steps: list[tuple[str, Callable[[], object]]] = [
             ("baseline: json.load graph + profile", baseline),
             ("read (graph + profile)", read),
@@ -68,6 +101,7 @@ def main() -> int:
             ("draw HTML", lambda: draw_engine(graph, html_file)),
             ("draw SVG", lambda: draw_engine(graph, svg_file)),
             ("diff against itself", lambda: diff_engines(graph, graph)),
+            ("diff against a renamed copy", lambda: diff_engines(graph, renamed)),
         ]
         timed = {name: _median_time(step) for name, step in steps}
 
@@ -82,7 +116,11 @@ def main() -> int:
         print(f"{name:<38} {seconds:8.4f} {seconds / base:11.1f}")
     print(f"{'read + report + draw HTML':<38} {total:8.4f} {total / base:11.1f}   "
           f"(budget {BUDGET_S:.0f} s)")
-    return 0 if total < BUDGET_S else 1
+    small, big = _match_seconds(layers), _match_seconds(4 * layers)
+    growth = big / small
+    print(f"match a renamed copy: {layers} layers {small:.4f} s, {4 * layers} layers {big:.4f} s: "
+          f"x{growth:.1f} for x4 layers (bound x{LINEAR_BOUND:.0f})")
+    return 0 if total < BUDGET_S and growth < LINEAR_BOUND else 1
 
 
 if __name__ == "__main__":

@@ -15,7 +15,8 @@ def test_page_is_self_contained_and_escapes_text() -> None:
     assert f"<style>{shell_css()}p{{}}</style>" in page
     assert '<div class="title">a &amp; b</div><div class="summary">&quot;quoted&quot;</div>' in page
     assert '<div class="tools"><button>go</button></div>' in page
-    assert '<div id="canvas"><svg></svg></div><aside id="details"><p>Click &lt;here&gt;</p>' in page
+    assert ('<div id="canvas"><svg></svg></div><aside id="details"><div id="detail-body">'
+            '<p>Click &lt;here&gt;</p>') in page
     assert "<script>var x = 1;</script>" in page
     assert "http" not in page  # nothing to fetch
 

@@ -15,4 +15,7 @@ def test_number_formats() -> None:
     assert (share(None), share(0.384)) == ("-", "38%")
     assert [macs(n) for n in (None, 999, 58_050_000_000, 2_500_000, 1_500)] == [
         "?", "999", "58.05 G", "2.50 M", "1.50 k"]
-    assert shorten("abcdefgh", 8) == "abcdefgh" and shorten("abcdefghi", 8) == "abcde..."
+    assert shorten("abcdefgh", 8) == "abcdefgh" and shorten("abcdefghi", 8) == "a...fghi"
+    # Names of one engine share their start: the end tells them apart.
+    names = [f"StatefulPartitionedCall/model/stage3_block{b}_conv2/Conv2D" for b in (1, 2)]
+    assert len({shorten(n, 30) for n in names}) == 2

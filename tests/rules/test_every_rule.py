@@ -41,7 +41,21 @@ class Engine:
         return {finding.code for finding in report_engine(self.graph).findings}
 
 
-Subject = Model | Engine
+@dataclass
+class ResNet:
+    """ResNet-18 in one of the Q/DQ placements of ``qdqkit.examples.resnet`` (batch 32)."""
+
+    variant: str
+
+    def codes(self) -> set[str]:
+        import onnx_ir as ir
+
+        from qdqkit.examples.resnet import resnet18_qdq
+
+        return set(lint(ir.serde.deserialize_model(resnet18_qdq(self.variant))).codes())
+
+
+Subject = Model | Engine | ResNet
 
 
 # ---------------------------------------------------------------- weighted ops
@@ -334,6 +348,7 @@ TRIGGER_AND_CLEAN: dict[str, tuple[Callable[[], Subject], Callable[[], Subject]]
     "QDQ407": (lambda: _standalone_q(False), lambda: _standalone_q(True)),
     "QDQ408": (lambda: _scale(True), lambda: _scale(False)),
     "QDQ501": (lambda: _float_model(False), lambda: _float_model(True)),
+    "QDQ509": (lambda: ResNet("qat"), lambda: ResNet("qat-residual")),
     "QDQ502": (lambda: _plugin(True), lambda: _plugin(False)),
     "QDQ503": (lambda: _float_tail(trt="11"), lambda: _float_tail(trt="10")),
     "QDQ504": (lambda: _float_tail(target="dla"), lambda: _float_tail()),

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from qdqkit.core.errors import QdqkitError
+from qdqkit.trt.gpus import DEFAULT_GPU, find_gpu, gpu_names
 from qdqkit.trt.versions import TARGETS, TRT_VERSIONS, normalize_trt_version
 
 Options = TypeVar("Options")
@@ -85,6 +86,28 @@ class JsonArgs(ArgGroup[bool]):
 
     def parse(self, args: argparse.Namespace) -> bool:
         return bool(args.json)
+
+
+@dataclass(frozen=True)
+class LatencyOptions:
+    gpu: str
+    shapes: str | None  # trtexec's spelling, "input:32x3x224x224,mask:32x128"
+
+
+class LatencyArgs(ArgGroup[LatencyOptions]):
+    """``--gpu NAME`` and ``--shapes``: what the latency cost model times an engine on and with."""
+
+    def add_to(self, parser: argparse.ArgumentParser) -> None:
+        group = parser.add_argument_group("latency")
+        group.add_argument("--gpu", default=DEFAULT_GPU, metavar="NAME",
+                           help=f"GPU to predict latency for: {', '.join(gpu_names())} "
+                           f"(default {DEFAULT_GPU})")
+        group.add_argument("--shapes", default=None, metavar="NAME:DIMS,...",
+                           help="input shapes as trtexec spells them (input:32x3x224x224); "
+                           "default: the model's, symbolic dimensions counted as 1")
+
+    def parse(self, args: argparse.Namespace) -> LatencyOptions:
+        return LatencyOptions(find_gpu(str(args.gpu)).name, args.shapes)
 
 
 class OutputArgs(ArgGroup[str | None]):

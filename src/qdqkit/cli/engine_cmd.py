@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from qdqkit.cli.args import (
     ArgGroup,
     JsonArgs,
+    LatencyArgs,
     OutputArgs,
     TargetArgs,
     TrtArgs,
@@ -73,6 +74,7 @@ DRAWING = OutputArgs("FILE.html or FILE.svg", required=True)
 BUILD_DIR = OutputArgs("folder for the engine and its JSON files (default: beside the model)",
                        folder=True, aliases=("--output-dir",))
 # Only .onnx sides of a diff are predicted; JSON sides are real engines.
+LATENCY = LatencyArgs()
 TRT, TARGET = TrtArgs(applies_to=" .onnx sides"), TargetArgs(applies_to=" .onnx sides")
 
 
@@ -133,7 +135,7 @@ def register(subparsers: Any) -> None:
         "changes, fused and lone layers, Reformat counts and latency. A side given as an .onnx "
         "model is the engine qdqkit predicts TensorRT would build from it.",
     )
-    add_groups(diff, SIDE_A, SIDE_B, TRT, TARGET, JSON)
+    add_groups(diff, SIDE_A, SIDE_B, TRT, TARGET, LATENCY, JSON)
     diff.set_defaults(run=run_diff)
 
     build = commands.add_parser(
@@ -157,9 +159,21 @@ def register(subparsers: Any) -> None:
 def _side(files: EngineFiles, args: argparse.Namespace) -> EngineGraph:
     if Path(files.graph).suffix.lower() == ".onnx":
         # The predictor needs onnx; imported here so report and draw never pay for it.
+        from qdqkit.trt.cost_model import annotate, estimate_latency
         from qdqkit.trt.predict import predict_engine
 
-        return predict_engine(files.graph, trt=TRT.parse(args), target=TARGET.parse(args))
+        # A predicted side has no profile: its layer times come from the latency cost model.
+        latency = LATENCY.parse(args)
+        model: Any = files.graph
+        if latency.shapes:
+            from qdqkit.core.model_io import load_model
+            from qdqkit.linting.latency import apply_shapes, parse_shapes
+
+            model = load_model(files.graph)
+            apply_shapes(model, parse_shapes(latency.shapes))
+        engine = predict_engine(model, trt=TRT.parse(args), target=TARGET.parse(args))
+        annotate(engine, estimate_latency(engine, latency.gpu))
+        return engine
     return files.read()
 
 

@@ -38,10 +38,14 @@ def render_report(report: EngineReport) -> str:
             timing += (f"; end to end {report.end_to_end_median_ms:.3f} ms "
                        f"({report.end_to_end_source})")
         lines.append(timing)
-    lines.append(
-        f"INT8       {share(report.int8_layer_share)} of compute layers, "
-        f"{share(report.int8_time_share)} of time"
-    )
+    if report.names_only:
+        lines.append("INT8       unknown: a names-only export has no precisions (build with "
+                     "--profilingVerbosity=detailed)")
+    else:
+        lines.append(
+            f"INT8       {share(report.int8_layer_share)} of compute layers, "
+            f"{share(report.int8_time_share)} of time"
+        )
     lines += _bucket_table("layer type", report.by_kind, total)
     lines += _bucket_table("precision (compute layers)", report.by_precision, total)
     lines += _bucket_table("type and precision (inputs → output)", report.by_kind_and_precision,
@@ -71,14 +75,18 @@ def render_report(report: EngineReport) -> str:
     return "\n".join(lines)
 
 
+def _int8_count(compute: int, int8: int | None) -> str:
+    return f"{compute} ({'INT8 unknown' if int8 is None else int8})"
+
+
 def render_diff(diff: EngineDiff) -> str:
     from qdqkit.engine.diff import short_source
 
     a, b = diff.a, diff.b
     rows: list[list[object]] = [
         ["layers", a.layers, b.layers],
-        ["compute layers (INT8)", f"{a.compute_layers} ({a.int8_compute_layers})",
-         f"{b.compute_layers} ({b.int8_compute_layers})"],
+        ["compute layers (INT8)", _int8_count(a.compute_layers, a.int8_compute_layers),
+         _int8_count(b.compute_layers, b.int8_compute_layers)],
         ["Reformats (Q/DQ, layout)", f"{a.reformats} ({a.qdq_reformats}, {a.layout_reformats})",
          f"{b.reformats} ({b.qdq_reformats}, {b.layout_reformats})"],
         ["summed layer time ms", milliseconds(a.layer_latency_ms),

@@ -1,16 +1,16 @@
-"""``qdqkit lint MODEL [--trt V] [--target gpu|dla] [--json] [--engine REAL.graph.json]``."""
+"""``qdqkit lint MODEL [--trt V] [--target gpu|dla] [--gpu NAME] [--shapes S] [--json] [--engine X]``."""
 
 from __future__ import annotations
 
 import argparse
 from typing import Any
 
-from qdqkit.cli.args import JsonArgs, TargetArgs, TrtArgs, add_groups
+from qdqkit.cli.args import JsonArgs, LatencyArgs, TargetArgs, TrtArgs, add_groups
 from qdqkit.report.json_output import print_json
-from qdqkit.report.text import macs, table
+from qdqkit.report.text import macs, shorten, table
 
 _SHOWN_PER_RULE = 12
-TRT, TARGET, JSON = TrtArgs(), TargetArgs(), JsonArgs()
+TRT, TARGET, JSON, LATENCY = TrtArgs(), TargetArgs(), JsonArgs(), LatencyArgs()
 
 
 def register(subparsers: Any) -> None:
@@ -22,25 +22,55 @@ def register(subparsers: Any) -> None:
         "accuracy, grouped by rule. Exit code 1 when there are errors.",
     )
     parser.add_argument("model", help="the ONNX model")
-    add_groups(parser, TRT, TARGET, JSON)
+    add_groups(parser, TRT, TARGET, JSON, LATENCY)
     parser.add_argument("--engine", metavar="REAL.graph.json",
                         help="compare with a real 'trtexec --exportLayerInfo' export")
-    parser.add_argument("--layers", action="store_true", help="also list the predicted layers")
+    parser.add_argument("--layers", action="store_true",
+                        help="also list the predicted layers with their predicted time")
+    parser.add_argument("--explain", action="store_true",
+                        help="also print the latency cost model and its fitted constants")
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from qdqkit.linting import lint
 
-    result = lint(args.model, trt=TRT.parse(args), target=TARGET.parse(args), engine=args.engine)
+    latency = LATENCY.parse(args)
+    result = lint(args.model, trt=TRT.parse(args), target=TARGET.parse(args), engine=args.engine,
+                  gpu=latency.gpu, shapes=latency.shapes)
     if JSON.parse(args):
         print_json(result)
     else:
-        print(render(result, show_layers=args.layers))
+        print(render(result, show_layers=args.layers, explain=args.explain))
     return result.exit_code
 
 
-def render(result: Any, show_layers: bool = False) -> str:
+def _latency_lines(result: Any, explain: bool) -> list[str]:
+    latency = result.latency
+    if latency is None:
+        return []
+    shapes = ", ".join(f"{n} {'x'.join(str(d) for d in dims)}"
+                       for n, dims in latency.input_shapes.items())
+    lines = ["", f"predicted latency on {latency.gpu} (inputs {shapes or 'unknown'}):",
+             f"  as it is        {latency.as_is.total_ms:.3f} ms"]
+    if result.quantized:
+        verdict = "faster" if latency.speedup > 1.0 else "NOT faster"
+        lines.append(f"  built FP16      {latency.fp16.total_ms:.3f} ms (no Q/DQ): INT8 is "
+                     f"{verdict} ({latency.speedup:.2f}x)")
+    costliest = ", ".join(f"{shorten(t.layer, 40)} {t.time_ms:.3f} ms"
+                          for t in latency.as_is.costliest(3))
+    lines.append(f"  costliest       {costliest}")
+    lines += [f"  note: {note}" for note in latency.as_is.notes]
+    if explain:
+        from qdqkit.trt.cost_model import FITTED, RULES_TEXT
+
+        lines += ["", "cost model:"] + [f"  {line}" for line in RULES_TEXT]
+        lines += ["fitted constants (five real ResNet-18 engines, A100):"]
+        lines += [f"  {name:<28}{value}" for name, value in FITTED.explain()]
+    return lines
+
+
+def render(result: Any, show_layers: bool = False, explain: bool = False) -> str:
     engine = result.engine
     lines = [
         f"{result.model}: TensorRT {result.trt} ({engine.metadata.get('builder', '')}), "
@@ -75,11 +105,14 @@ def render(result: Any, show_layers: bool = False) -> str:
     ]
     if s.devices:
         lines.append("  devices         " + ", ".join(f"{d} {n}" for d, n in s.devices.items()))
+    lines += _latency_lines(result, explain)
     if show_layers:
+        times = result.latency.as_is.layers if result.latency is not None else []
         rows = [[layer.kind.value, layer.name[:70], "+".join(str(t.precision) for t in layer.inputs),
-                 "+".join(str(t.precision) for t in layer.outputs), layer.origin or ""]
-                for layer in engine.layers]
-        lines += ["", table(rows, ["kind", "layer", "in", "out", "origin"])]
+                 "+".join(str(t.precision) for t in layer.outputs), layer.origin or "",
+                 f"{times[i].time_ms:.4f}" if i < len(times) else "-"]
+                for i, layer in enumerate(engine.layers)]
+        lines += ["", table(rows, ["kind", "layer", "in", "out", "origin", "ms"])]
     if result.comparison is not None:
         c = result.comparison
         lines += [

@@ -1,16 +1,20 @@
 """Shapes and element types of a model's values from ONNX shape inference, without touching it.
 
 ``infer_value_types(model)`` returns a ``ValueTypes`` table (value name -> inferred shape and
-dtype); the model is never changed and its file never re-read. Inference runs on one protobuf
-serialization in which initializers over 64 elements carry their dims but not their data, so it
-stays linear in the graph size and cheap next to loading the model. Known shapes win: the table
-only fills what the model leaves unset.
+dtype); the model is never changed and its file never re-read. Inference runs on a lean protobuf
+written for it alone: nodes (type, domain, inputs, outputs, attributes), the graph's inputs and
+outputs, the value types the model already declares, and initializers, of which those over 64
+elements carry their dims but not their data. Names, doc strings and metadata are left out, so
+writing it costs a fraction of a full serialization and adds nothing to the model's own objects
+(onnx-ir's serializer creates a metadata store on every value it visits). It stays linear in the
+graph size and cheap next to loading the model. Known shapes win: the table only fills what the
+model leaves unset.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,6 +22,8 @@ import onnx
 import onnx_ir as ir
 
 _KEEP_INITIALIZER_ELEMENTS = 64  # shape tensors and scalars keep their values (data propagation)
+# From this IR version on a function proto carries its own value types (as onnx-ir writes them).
+_FUNCTION_VALUE_INFO_IR_VERSION = 10
 
 
 @dataclass(frozen=True)
@@ -41,32 +47,6 @@ class ValueTypes:
         if value.dtype is not None:
             return value.dtype
         return self.dtypes.get(value.name or "")
-
-
-class _GraphWithoutLargeWeights:
-    """The graph as ``serde`` sees it, minus initializers too big to matter for shapes."""
-
-    def __init__(self, graph: ir.Graph) -> None:
-        self._graph = graph
-        self.initializers = {
-            name: value for name, value in graph.initializers.items()
-            if not _is_large(value)
-        }
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._graph, name)
-
-    def __iter__(self) -> Iterator[ir.Node]:
-        return iter(self._graph)
-
-
-class _ModelView:
-    def __init__(self, model: ir.Model) -> None:
-        self._model = model
-        self.graph = _GraphWithoutLargeWeights(model.graph)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._model, name)
 
 
 def _static_dims(value: ir.Value) -> list[int] | None:
@@ -93,19 +73,78 @@ def _dims_only(value: ir.Value) -> onnx.TensorProto:
     return proto
 
 
-def _proto_without_large_weights(model: ir.Model) -> onnx.ModelProto:
-    proto = onnx.ModelProto()
-    ir.serde.serialize_model_into(proto, _ModelView(model))  # type: ignore[arg-type]
-    graph = model.graph
-    large = [v for v in graph.initializers.values() if _is_large(v)]
-    proto.graph.initializer.extend(_dims_only(v) for v in large)
-    # The serializer declares each initializer's type again as value_info; a model file does not,
-    # and ONNX inference before IR version 4 types only initializers listed as graph inputs. Drop
-    # them so inference sees what the file says.
-    declared = [vi for vi in proto.graph.value_info if vi.name not in graph.initializers]
-    del proto.graph.value_info[:]
-    proto.graph.value_info.extend(declared)
-    return proto
+def _write_value_info(proto: onnx.ValueInfoProto, value: ir.Value) -> None:
+    proto.name = value.name or ""
+    if value.type is not None:
+        ir.serde.serialize_type_into(proto.type, value.type)
+    if value.shape is not None:
+        ir.serde.serialize_shape_into(proto.type, value.shape)
+
+
+def _write_node(nodes: Any, node: ir.Node) -> None:
+    outputs = [v.name or "" for v in node.outputs]
+    while outputs and not outputs[-1]:
+        outputs.pop()  # trailing unnamed outputs are absent, not empty
+    fields: dict[str, Any] = {"op_type": node.op_type, "output": outputs,
+                              "input": [v.name or "" if v is not None else "" for v in node.inputs]}
+    if node.domain:
+        fields["domain"] = node.domain
+    if node.overload:
+        fields["overload"] = node.overload
+    proto = nodes.add(**fields)  # one call: field by field costs as much again
+    for attr in node.attributes.values():
+        if attr.is_ref():
+            ir.serde.serialize_reference_attribute_into(proto.attribute.add(), attr)
+        else:
+            ir.serde.serialize_attribute_into(proto.attribute.add(), attr)
+
+
+def _write_graph(proto: onnx.GraphProto, graph: ir.Graph, *, stored_shapes: bool) -> None:
+    """What inference reads of ``graph``; the value types it declares only for computed values.
+
+    Without ``stored_shapes`` the computed values' declared types and the outputs' shapes are left
+    out, so inference starts afresh from the inputs and weights.
+    """
+    # ONNX inference before IR version 4 types only initializers listed as graph inputs, so an
+    # initializer gets no value_info of its own here, as in a model file.
+    for value in graph.inputs:
+        _write_value_info(proto.input.add(), value)
+    large = []
+    for value in graph.initializers.values():
+        if _is_large(value):
+            large.append(value)
+        elif value.const_value is not None:
+            tensor = proto.initializer.add()
+            ir.serde.serialize_tensor_into(tensor, value.const_value)
+            tensor.name = value.name or ""
+    proto.initializer.extend(_dims_only(v) for v in large)
+    for node in graph:
+        _write_node(proto.node, node)
+        if not stored_shapes:
+            continue
+        for value in node.outputs:
+            declared = value.type is not None or value.shape is not None
+            if declared and value.name and not value.is_graph_output() \
+                    and value.name not in graph.initializers:
+                _write_value_info(proto.value_info.add(), value)
+    for value in graph.outputs:
+        output = proto.output.add()
+        _write_value_info(output, value)
+        if not stored_shapes:
+            output.type.tensor_type.ClearField("shape")
+
+
+def _inference_bytes(model: ir.Model, *, stored_shapes: bool) -> bytes:
+    proto = onnx.ModelProto(ir_version=model.ir_version)
+    for domain, version in model.opset_imports.items():
+        proto.opset_import.add(domain=domain, version=version)
+    _write_graph(proto.graph, model.graph, stored_shapes=stored_shapes)
+    for function in model.functions.values():
+        ir.serde.serialize_function_into(
+            proto.functions.add(), function,
+            create_value_info=model.ir_version >= _FUNCTION_VALUE_INFO_IR_VERSION,
+        )
+    return proto.SerializeToString()
 
 
 _WEIGHTED_OPS = frozenset({"Conv", "ConvTranspose", "Gemm", "MatMul"})
@@ -121,13 +160,13 @@ def infer_value_types(model: ir.Model) -> ValueTypes:
     values = [out for node in model.graph for out in node.outputs]
     if all(v.shape is not None for v in values):
         return ValueTypes()
-    types = _infer(model, values, ignore_stored=False)
+    types = _infer(model, values, stored_shapes=True)
     if all(
         types.shape_of(node.outputs[0]) is not None
         for node in model.graph if node.op_type in _WEIGHTED_OPS and node.outputs
     ):
         return types
-    return _infer(model, values, ignore_stored=True)
+    return _infer(model, values, stored_shapes=False)
 
 
 def fill_value_types(model: ir.Model) -> None:
@@ -143,31 +182,37 @@ def fill_value_types(model: ir.Model) -> None:
                 value.dtype = dtype
 
 
-def _infer(model: ir.Model, values: list[ir.Value], *, ignore_stored: bool) -> ValueTypes:
-    proto = _proto_without_large_weights(model)
-    if ignore_stored:
-        del proto.graph.value_info[:]
-        for output in proto.graph.output:
-            output.type.tensor_type.ClearField("shape")
+def _infer(model: ir.Model, values: list[ir.Value], *, stored_shapes: bool) -> ValueTypes:
     try:
         # Not strict: a custom-domain plugin op must not cost the shapes of everything else.
-        inferred = onnx.shape_inference.infer_shapes(proto, strict_mode=False, data_prop=True)
+        # Bytes in, so the proto written for it is gone before inference makes its own copy.
+        inferred = onnx.shape_inference.infer_shapes(
+            _inference_bytes(model, stored_shapes=stored_shapes), strict_mode=False,
+            data_prop=True)
     except Exception:  # a malformed graph: no shapes beyond the stored ones
         return ValueTypes()
-    infos = {vi.name: vi.type.tensor_type for vi in inferred.graph.value_info}
+    unset = {v.name for v in values
+             if v.name and (v.shape is None or v.dtype is None or not stored_shapes)}
+    infos = {vi.name: vi.type.tensor_type for vi in inferred.graph.value_info if vi.name in unset}
     infos.update({vi.name: vi.type.tensor_type for vi in inferred.graph.output})
     shapes: dict[str, ir.Shape] = {}
     dtypes: dict[str, ir.DataType] = {}
+    # Most values share a handful of shapes: read each distinct one once, and share it frozen.
+    known: dict[bytes, ir.Shape] = {}
     for value in values:
         name = value.name or ""
         info = infos.get(name)
         if info is None:
             continue
-        if (ignore_stored or value.shape is None) and info.HasField("shape"):
-            shapes[name] = ir.Shape([
-                d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
-                for d in info.shape.dim
-            ])
+        if (value.shape is None or not stored_shapes) and info.HasField("shape"):
+            key = info.shape.SerializeToString()
+            shape = known.get(key)
+            if shape is None:
+                shape = known[key] = ir.Shape([
+                    d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
+                    for d in info.shape.dim
+                ], frozen=True)
+            shapes[name] = shape
         if value.dtype is None and info.elem_type:
             dtypes[name] = ir.DataType(info.elem_type)
-    return ValueTypes(shapes, dtypes, inferred_wins=ignore_stored)
+    return ValueTypes(shapes, dtypes, inferred_wins=not stored_shapes)

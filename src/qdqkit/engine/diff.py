@@ -21,7 +21,7 @@ class EngineSide:
     reformats: int
     qdq_reformats: int
     layout_reformats: int
-    int8_compute_layers: int
+    int8_compute_layers: int | None  # None for a names-only export: precisions unknown
     layer_latency_ms: float | None  # sum of the per-layer profile times
     end_to_end_median_ms: float | None  # whole-inference median, when the timing was given
 
@@ -102,7 +102,8 @@ def _side(graph: EngineGraph) -> EngineSide:
         reformats=len(reformats),
         qdq_reformats=len(qdq),
         layout_reformats=len(reformats) - len(qdq),
-        int8_compute_layers=sum(1 for la in compute if la.precision is Precision.INT8),
+        int8_compute_layers=None if graph.metadata.get("names_only") else sum(
+            1 for la in compute if la.precision is Precision.INT8),
         layer_latency_ms=latency_sum(graph.layers),
         end_to_end_median_ms=end_to_end.median_ms if end_to_end else None,
     )
@@ -183,7 +184,8 @@ def _summary(diff: EngineDiff) -> list[str]:
                      f"{a.qdq_reformats} → {b.qdq_reformats}, layout {a.layout_reformats} → "
                      f"{b.layout_reformats})")
     lines += _precision_story(diff.precision_changes)
-    if a.int8_compute_layers != b.int8_compute_layers:
+    known = a.int8_compute_layers is not None and b.int8_compute_layers is not None
+    if known and a.int8_compute_layers != b.int8_compute_layers:
         lines.append(f"INT8 compute layers {a.int8_compute_layers}/{a.compute_layers} → "
                      f"{b.int8_compute_layers}/{b.compute_layers}")
     if not lines:

@@ -28,6 +28,8 @@ class Layout:
     height: float
     routes: dict[tuple[int, int], list[tuple[float, float]]] = field(default_factory=dict)
     arcs: list[tuple[int, int]] = field(default_factory=list)  # long edges drawn as side arcs
+    rank: list[int] = field(default_factory=list)  # of each real node
+    rank_pitch: float = 0.0  # vertical distance between ranks
 
 
 def _ranks(n: int, preds: list[list[int]]) -> list[int]:
@@ -176,5 +178,5 @@ def layered_layout(
     return Layout(
         x=xs[:n], y=ys[:n], width=right - left + 2 * margin + (80.0 if arcs else 0.0),
         height=rank_count * (node_height + rank_gap) - rank_gap + 2 * margin,
-        routes=routes, arcs=arcs,
+        routes=routes, arcs=arcs, rank=rank, rank_pitch=node_height + rank_gap,
     )

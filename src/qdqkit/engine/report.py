@@ -145,7 +145,7 @@ def report_engine(graph: EngineGraph, top: int = 10) -> EngineReport:
             1 for la in graph.layers if la.kind is LayerKind.NOOP and is_copy_node(la)
         ),
         int8_layer_share=len(int8_compute) / len(compute) if compute and not names_only else None,
-        int8_time_share=(int8_time or 0.0) / total if total else None,
+        int8_time_share=(int8_time or 0.0) / total if total and not names_only else None,
         total_layer_latency_ms=total,
         end_to_end_median_ms=end_to_end.median_ms if end_to_end else None,
         end_to_end_source=(f"{end_to_end.measure} median, {Path(end_to_end.source).name}"

@@ -3,8 +3,10 @@
 Real large engine exports are big and rarely redistributable; benchmarks and layout tests need an
 800+ layer engine with the shape of a real one. This writes the TensorRT 8.x schema with repeated
 residual stages like those of a QAT ResNet engine: a Q/DQ Reformat, an INT8 convolution, a fused
-Conv+Add that reads an FP16 skip tensor, and now and then a layout Reformat. It is constructed, not
-measured: use it for speed and readability checks only, never as evidence of TensorRT behaviour.
+Conv+Add that reads an FP16 skip tensor, now and then a layout Reformat, and the zero-time NoOp
+copies real engines are full of. Times vary by stage with a few hot convolutions, as in real
+profiles. It is constructed, not measured: use it for speed and readability checks only, never as
+evidence of TensorRT behaviour.
 """
 
 from __future__ import annotations
@@ -38,6 +40,11 @@ def synthetic_engine(layer_count: int) -> tuple[dict[str, Any], list[dict[str, A
         q_out = _tensor(f"q{b}", _INT8, 64)
         layers.append(_layer(f"QuantizeLinear_{10 * b}", "Reformat", [current], [q_out],
                              Origin="QDQ", ParameterType="Reformat"))
+        if block % 3 == 1:  # a view change TensorRT does not run (a NoOp copy, 0 ms)
+            viewed = _tensor(f"v{b}", _INT8, 64)
+            layers.append(_layer(f"Reformatting CopyNode for Input Tensor 0 to Conv_{10 * b + 2}",
+                                 "NoOp", [q_out], [viewed]))
+            q_out = viewed
         mid = _tensor(f"c{b}", _INT8, 64)
         layers.append(_layer(
             f"stage{b}.conv1.weight + QuantizeLinear_{10 * b + 1} + Conv_{10 * b + 2}",
@@ -63,7 +70,13 @@ def synthetic_engine(layer_count: int) -> tuple[dict[str, Any], list[dict[str, A
     graph = {"Layers": layers, "Bindings": ["input", layers[-1]["Outputs"][0]["Name"]]}
     profile: list[dict[str, Any]] = [{"count": 100}]
     for i, layer in enumerate(layers):
-        ms = 0.004 + 0.001 * (i % 11) + (0.02 if layer["LayerType"] == "CaskConvolution" else 0.0)
+        stage = 1 + (4 * i) // max(len(layers), 1)  # later stages: more channels, more time
+        if layer["LayerType"] == "NoOp":
+            ms = 0.0
+        elif layer["LayerType"] == "CaskConvolution":
+            ms = 0.01 * stage + 0.001 * (i % 7) + (0.12 if i % 97 == 41 else 0.0)
+        else:
+            ms = 0.004 + 0.001 * (i % 11)
         profile.append({"name": layer["Name"], "timeMs": ms * 100, "averageMs": ms,
                         "medianMs": ms, "percentage": 0.0})
     return graph, profile

@@ -14,11 +14,13 @@ from pathlib import Path
 import onnx_ir as ir
 
 from qdqkit.core.gc_pause import paused_cyclic_gc
+from qdqkit.core.model_io import load_model
 from qdqkit.linting.catalog import RULES, Severity
 from qdqkit.linting.result import EngineComparison, EngineSummary, LintResult, RuleGroup
 from qdqkit.rules import Finding, units_for
 from qdqkit.rules.model_context import LintContext
 from qdqkit.trt.engine import EngineGraph, Precision
+from qdqkit.trt.gpus import DEFAULT_GPU, find_gpu
 from qdqkit.trt.predict import run_prediction
 
 
@@ -66,40 +68,61 @@ def summarize(predicted: EngineGraph) -> EngineSummary:
     )
 
 
+def _predict_and_check(model: ir.Model | str | os.PathLike[str], name: str, trt: str,
+                       target: str, gpu: str, shapes: str | None) -> LintResult:
+    from qdqkit.linting.latency import apply_shapes, compare_latency, parse_shapes
+
+    device = find_gpu(gpu)
+    # The caller's model is never changed: --shapes goes into a copy.
+    own = model.clone() if shapes and isinstance(model, ir.Model) else model
+    loaded = own if isinstance(own, ir.Model) else load_model(own)
+    if shapes:
+        apply_shapes(loaded, parse_shapes(shapes))
+    prediction = run_prediction(loaded, trt=trt, target=target)
+    if not isinstance(model, ir.Model):
+        prediction.engine.metadata["model"] = os.fspath(model)
+    latency = compare_latency(loaded, prediction.engine, prediction.trt, device)
+    ctx = LintContext(prediction, latency)
+    by_code: dict[str, list[Finding]] = {}
+    for finding in run_rules(ctx):
+        by_code.setdefault(finding.code, []).append(finding)
+    groups = [RuleGroup.of(rule, by_code[rule.code]) for rule in RULES if rule.code in by_code]
+    predicted = prediction.engine
+    return LintResult(
+        model=name, trt=prediction.trt, target=prediction.target,
+        quantized=ctx.view.qdq_count > 0, groups=groups,
+        summary=summarize(predicted), engine=predicted, latency=latency,
+    )
+
+
 def lint(
     model: ir.Model | str | os.PathLike[str],
     *,
     trt: str = "8.6",
     target: str = "gpu",
     engine: str | os.PathLike[str] | None = None,
+    gpu: str = DEFAULT_GPU,
+    shapes: str | None = None,
 ) -> LintResult:
     """Predict the engine of ``model`` and run every lint rule over it.
 
     ``engine`` is the path of a real engine's ``trtexec --exportLayerInfo`` JSON to compare the
-    prediction with.
+    prediction with. ``gpu`` (a name of ``trt.gpus``) and ``shapes`` (trtexec's ``--shapes``
+    spelling) set what the latency cost model times the engine on and with.
     """
     real_engine_path = engine
     name = "<in-memory model>" if isinstance(model, ir.Model) else os.fspath(model)
     with paused_cyclic_gc():
-        prediction = run_prediction(model, trt=trt, target=target)
-        ctx = LintContext(prediction)
-        findings = run_rules(ctx)
-    by_code: dict[str, list[Finding]] = {}
-    for finding in findings:
-        by_code.setdefault(finding.code, []).append(finding)
-    groups = [RuleGroup.of(rule, by_code[rule.code]) for rule in RULES if rule.code in by_code]
-    predicted = prediction.engine
-    result = LintResult(
-        model=name, trt=prediction.trt, target=prediction.target,
-        quantized=ctx.view.qdq_count > 0, groups=groups,
-        summary=summarize(predicted), engine=predicted,
-    )
+        # The graph IR is a million small objects linked both ways. It is garbage once the result
+        # is built, so it is dropped (on return) before the pause ends: the collector's first pass
+        # then frees it at once instead of rescanning it, alive, generation after generation.
+        result = _predict_and_check(model, name, trt, target, gpu, shapes)
     if real_engine_path is not None:
         from qdqkit.engine.diff import diff_engines
         from qdqkit.trt.engine_json import read_engine_graph
 
         real = read_engine_graph(Path(real_engine_path))
-        result.comparison = EngineComparison.of(diff_engines(predicted, real))
+        result.comparison = EngineComparison.of(diff_engines(result.engine, real))
     return result
 
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from qdqkit.rules import Finding, Rule, Severity
+from qdqkit.trt.cost_model import LatencyComparison
 from qdqkit.trt.engine import EngineGraph
 from qdqkit.trt.engine_analysis import int8_conv_outputs, layout_only, quantized_io
 
@@ -112,6 +113,7 @@ class LintResult:
     summary: EngineSummary
     engine: EngineGraph
     comparison: EngineComparison | None = None
+    latency: LatencyComparison | None = None  # predicted time as it is and built FP16
 
     def count(self, severity: Severity) -> int:
         # A finding may be milder than its rule (several Qs with one scale cost nothing).

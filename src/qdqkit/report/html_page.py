@@ -5,8 +5,9 @@
 2. Text (title, heading, summary, the details hint) is escaped here; the ``*_html`` parts are markup
    the caller built (escaping its own text with ``escape``).
 3. The layout is a sticky header (heading, one summary line, tools), a scrolling main pane
-   (``#canvas``) and, when a details hint is given, a details panel (``#details``) beside it that
-   the page script fills.
+   (``#canvas``) and, when a details hint is given, a details panel (``#details``) beside it: the
+   page script fills its ``#detail-body``; ``side_html`` (e.g. a list of entries to jump to)
+   stays below it.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ class HtmlPage:
     tools_html: str = ""
     content_html: str = ""
     details_hint: str | None = None  # None: no details panel
+    side_html: str = ""  # markup below the details, in the same panel
     css: str = ""  # after the shell's CSS, so a page can refine it
     script: str = ""
 
@@ -51,7 +53,8 @@ def render_page(page: HtmlPage) -> str:
     """The whole document, deterministic for a given ``page``."""
     details = (
         "" if page.details_hint is None
-        else f'<aside id="details"><p>{escape(page.details_hint)}</p></aside>'
+        else f'<aside id="details"><div id="detail-body"><p>{escape(page.details_hint)}</p></div>'
+        f"{page.side_html}</aside>"
     )
     return "".join([
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">',

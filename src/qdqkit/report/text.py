@@ -43,5 +43,9 @@ def macs(n: int | None) -> str:
 
 
 def shorten(name: str, width: int) -> str:
-    """Cut a long name to ``width`` characters, ending in ``...``, so columns stay readable."""
-    return name if len(name) <= width else name[: width - 3] + "..."
+    """Cut a long name to ``width`` characters in the middle (``...``), keeping more of its end:
+    names of one engine share their start and differ at the end (``.../block7/conv2``)."""
+    if len(name) <= width:
+        return name
+    head = (width - 3) // 3
+    return name[:head] + "..." + name[len(name) - (width - 3 - head):]

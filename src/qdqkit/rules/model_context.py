@@ -4,15 +4,18 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import cached_property
 
 import onnx_ir as ir
 
 from qdqkit.core.qdq import QdqView, is_dequantize, is_quantize, node_label
 from qdqkit.core.text import plural
 from qdqkit.rules import Finding, rule
+from qdqkit.trt.cost_model import LatencyComparison
 from qdqkit.trt.engine import EngineLayer
 from qdqkit.trt.predict import Prediction
 from qdqkit.trt.predict.fusion import Block
+from qdqkit.trt.predict.ops import is_plugin
 from qdqkit.trt.predict.wanted import usable_scale
 
 
@@ -40,6 +43,7 @@ def module_label(block: Block) -> str:
 @dataclass
 class LintContext:
     prediction: Prediction
+    latency: LatencyComparison | None = None  # predicted time as it is and built FP16
 
     @property
     def view(self) -> QdqView:
@@ -48,6 +52,30 @@ class LintContext:
     @property
     def graph(self) -> ir.Graph:
         return self.prediction.facts.graph
+
+    @cached_property
+    def _node_index(self) -> tuple[dict[str, list[ir.Node]], list[ir.Node]]:
+        # One pass for all rules: a rule scanning the whole graph for one op type touches every
+        # node object again, and at tens of thousands of nodes each such scan is memory-bound.
+        by_op: dict[str, list[ir.Node]] = {}
+        plugins: list[ir.Node] = []
+        for node in self.graph:
+            by_op.setdefault(node.op_type, []).append(node)
+            if is_plugin(node):
+                plugins.append(node)
+        return by_op, plugins
+
+    def nodes_of(self, *op_types: str) -> list[ir.Node]:
+        """The nodes of those op types (any domain), in graph order."""
+        by_op = self._node_index[0]
+        found = [node for op in op_types for node in by_op.get(op, ())]
+        if len(op_types) > 1:
+            found.sort(key=self.prediction.facts.order.__getitem__)
+        return found
+
+    def plugin_nodes(self) -> list[ir.Node]:
+        """Custom-domain nodes (TensorRT plugins), in graph order."""
+        return list(self._node_index[1])
 
     def finding(self, code: str, message: str, *, nodes: Iterable[str] = (),
                 tensors: Iterable[str] = (), cost: str = "") -> Finding:

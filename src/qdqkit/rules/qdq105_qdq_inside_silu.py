@@ -46,8 +46,8 @@ def check(ctx: LintContext) -> Iterator[Finding]:
     from qdqkit.trt.predict.ops import is_default_domain
 
     weighted = set(ctx.view.weighted_nodes)
-    for node in ctx.graph:
-        if node.op_type != "Mul" or len(node.inputs) != 2 or not is_default_domain(node):
+    for node in ctx.nodes_of("Mul"):
+        if len(node.inputs) != 2 or not is_default_domain(node):
             continue
         (a, qa), (b, qb) = (ctx.unwrap_qdq(v) for v in node.inputs)
         for sig_side, other, q_sig, q_other in ((a, b, qa, qb), (b, a, qb, qa)):

@@ -63,12 +63,12 @@ fix: Fix | None = None
 
 def check(ctx: LintContext) -> Iterator[Finding]:
     from qdqkit.core.qdq import node_label
-    from qdqkit.trt.predict.fusion import chain_root, residual_owners
+    from qdqkit.trt.predict.fusion import chain_root
 
     facts = ctx.prediction.facts
-    owners = residual_owners(facts)
-    for node in ctx.graph:
-        if node.op_type != "Add" or node in facts.folded_nodes:
+    owners = facts.residual_owners
+    for node in ctx.nodes_of("Add"):
+        if node in facts.folded_nodes:
             continue
         data = facts.data_inputs(node)
         if len(data) != 2:

@@ -59,8 +59,8 @@ def check(ctx: LintContext) -> Iterator[Finding]:
     from qdqkit.core.qdq import node_label
 
     prediction = ctx.prediction
-    for node in ctx.graph:
-        if node.op_type != "Concat" or node in prediction.facts.folded_nodes:
+    for node in ctx.nodes_of("Concat"):
+        if node in prediction.facts.folded_nodes:
             continue
         inputs = [v for v in node.inputs if v is not None and not ctx.is_constant(v)]
         sources = [prediction.int8_of(v) for v in inputs]

@@ -42,8 +42,8 @@ fix: Fix | None = None
 def check(ctx: LintContext) -> Iterator[Finding]:
     from qdqkit.core.qdq import node_label
 
-    for node in ctx.graph:
-        if node.op_type != "MaxPool" or not node.inputs or node.inputs[0] is None:
+    for node in ctx.nodes_of("MaxPool"):
+        if not node.inputs or node.inputs[0] is None:
             continue
         x = node.inputs[0]
         inside = ctx.quantizer_scales(x)

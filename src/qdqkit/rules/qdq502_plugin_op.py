@@ -32,10 +32,8 @@ fix: Fix | None = None
 
 def check(ctx: LintContext) -> Iterator[Finding]:
     from qdqkit.core.qdq import node_label
-    from qdqkit.trt.predict.ops import is_plugin
 
-    for node in ctx.graph:
-        if is_plugin(node):
-            yield ctx.finding(
-                "QDQ502", f"'{node_label(node)}' ({node.domain}::{node.op_type}) is an opaque "
-                "float plugin layer", nodes=[node_label(node)], cost="float in and out")
+    for node in ctx.plugin_nodes():
+        yield ctx.finding(
+            "QDQ502", f"'{node_label(node)}' ({node.domain}::{node.op_type}) is an opaque "
+            "float plugin layer", nodes=[node_label(node)], cost="float in and out")

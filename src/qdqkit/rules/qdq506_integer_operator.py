@@ -36,7 +36,6 @@ _INTEGER_OPS = frozenset({"QLinearConv", "QLinearMatMul", "ConvInteger", "MatMul
 def check(ctx: LintContext) -> Iterator[Finding]:
     from qdqkit.core.qdq import node_label
 
-    for node in ctx.graph:
-        if node.op_type in _INTEGER_OPS:
-            yield ctx.finding("QDQ506", f"{node.op_type} '{node_label(node)}'",
-                              nodes=[node_label(node)], cost="the ONNX parser rejects the model")
+    for node in ctx.nodes_of(*_INTEGER_OPS):
+        yield ctx.finding("QDQ506", f"{node.op_type} '{node_label(node)}'",
+                          nodes=[node_label(node)], cost="the ONNX parser rejects the model")

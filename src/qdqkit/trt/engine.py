@@ -67,6 +67,7 @@ class LayerKind(str, enum.Enum):
     SHUFFLE = "Shuffle"
     CONCATENATION = "Concatenation"
     SLICE = "Slice"
+    PADDING = "Padding"
     REDUCE = "Reduce"
     SOFTMAX = "Softmax"
     NORMALIZATION = "Normalization"

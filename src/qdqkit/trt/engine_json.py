@@ -23,6 +23,7 @@ from qdqkit.core.errors import EngineFileError
 from qdqkit.trt.engine import EngineGraph, EngineLayer, EngineTensor, LayerKind, Precision
 from qdqkit.trt.engine_profile import LayerTiming, attach_profile, parse_profile
 from qdqkit.trt.engine_timing import END_TO_END_KEY, read_timing, timing_beside
+from qdqkit.trt.onnx_names import unwrap_node_names
 
 # Layer keys this reader understands; every other key is kept in ``EngineLayer.extra``.
 _KNOWN_LAYER_KEYS = frozenset(
@@ -60,6 +61,7 @@ _KIND_RULES: tuple[tuple[str, LayerKind], ...] = (
     ("matrixmultiply", LayerKind.MATRIX_MULTIPLY),
     ("gemm", LayerKind.MATRIX_MULTIPLY),
     ("pool", LayerKind.POOLING),  # TiledPooling, CudaPooling, CaskPooling
+    ("padding", LayerKind.PADDING),
     ("pointwise", LayerKind.POINTWISE),
     ("elementwise", LayerKind.ELEMENTWISE),
     ("activation", LayerKind.ACTIVATION),
@@ -81,7 +83,12 @@ _KIND_RULES: tuple[tuple[str, LayerKind], ...] = (
 )
 
 # In names-only exports the ONNX op type in a node name is the only hint of what a layer does.
+# Exporters name the copies around an op after it ("reshape_before_MatMul_3", "copied_squeeze_
+# after_..."): those are shuffles, so the copy words are checked before the op types.
+_COPY_NAME = re.compile(
+    r"^(?:reshape|transpose|squeeze|unsqueeze|flatten)_(?:before|after)_|^copied_", re.IGNORECASE)
 _NAME_KIND_RULES: tuple[tuple[str, LayerKind], ...] = (
+    ("padding", LayerKind.PADDING),
     ("convtranspose", LayerKind.DECONVOLUTION),
     ("conv", LayerKind.CONVOLUTION),
     ("matmul", LayerKind.MATRIX_MULTIPLY),
@@ -93,6 +100,9 @@ _NAME_KIND_RULES: tuple[tuple[str, LayerKind], ...] = (
     ("reduce", LayerKind.REDUCE),
     ("norm", LayerKind.NORMALIZATION),
     ("myl", LayerKind.MYELIN),
+    ("pad", LayerKind.PADDING),
+    ("reshape", LayerKind.SHUFFLE),
+    ("transpose", LayerKind.SHUFFLE),
 )
 
 _ONNX_LAYER_TAG = re.compile(r"\[ONNX Layer: (.*?)\](?=\x1f|$|\s*\[)", re.DOTALL)
@@ -133,8 +143,7 @@ def onnx_nodes_of(name: str, metadata: object = None) -> list[str]:
             return list(dict.fromkeys(found))
     if _REFORMAT_NAME.match(name):
         return []
-    parts = [part.strip() for part in name.split(" + ")]
-    return list(dict.fromkeys(part for part in parts if part))
+    return unwrap_node_names(name.split(" + "))
 
 
 def _fail(path: Path, what: str) -> EngineFileError:
@@ -206,6 +215,20 @@ def _is_qdq_name(name: str) -> bool:
     return bool(parts) and all(_QDQ_WORD.search(p) for p in parts)
 
 
+def _kind_from_name(lowered: str) -> LayerKind:
+    """The first fused part naming an op decides; a part that is a copy made around an op
+    (``reshape_before_MatMul_3``) names no op, and a layer of copies only is a shuffle."""
+    parts = [part.strip() for part in lowered.split(" + ") if part.strip()]
+    for part in parts:
+        if _COPY_NAME.search(part):
+            continue
+        kind = next((k for needle, k in _NAME_KIND_RULES if needle in part), None)
+        if kind is not None:
+            return kind
+    return LayerKind.SHUFFLE if parts and all(_COPY_NAME.search(p) for p in parts) else (
+        LayerKind.OTHER)
+
+
 def _layer_from_name(name: str) -> EngineLayer:
     """A names-only layer: the kind is guessed from the name and says so in ``notes``."""
     if _REFORMAT_NAME.match(name):
@@ -215,11 +238,12 @@ def _layer_from_name(name: str) -> EngineLayer:
     else:
         origin = None
         # "(Unnamed Layer* 7) [ElementWise]" names its type; in a fused name it is only the last op.
-        bracket = None if " + " in name else _TYPE_IN_NAME.search(name)
+        copy = _COPY_NAME.search(name)
+        bracket = None if " + " in name or copy else _TYPE_IN_NAME.search(name)
         lowered = name.lower()
         kind = kind_of(bracket.group(1)) if bracket else LayerKind.OTHER
         if kind is LayerKind.OTHER:
-            kind = next((k for needle, k in _NAME_KIND_RULES if needle in lowered), LayerKind.OTHER)
+            kind = _kind_from_name(lowered)
     return EngineLayer(
         name=name,
         kind=kind,

@@ -17,6 +17,7 @@ Constants and shape arithmetic fold away; Q/DQ nodes are decided later by the pr
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import onnx_ir as ir
 
@@ -95,6 +96,14 @@ class GraphFacts:
 
     def data_inputs(self, node: ir.Node) -> list[ir.Value]:
         return [v for v in node.inputs if v is not None and not self.is_constant(v)]
+
+    @cached_property
+    def residual_owners(self) -> dict[ir.Node, tuple[ir.Node, ir.Value]]:
+        """Residual Add -> (the weighted op that fuses it, the residual input) (C3, C5).
+
+        Found once per graph: forming blocks and the Add-input rules both read it.
+        """
+        return find_residual_owners(self)
 
 
 def collect_facts(graph: ir.Graph, view: QdqView, types: ValueTypes | None = None) -> GraphFacts:
@@ -199,7 +208,7 @@ def _same_shape(facts: GraphFacts, a: ir.Value, b: ir.Value) -> bool:
     )
 
 
-def residual_owners(facts: GraphFacts) -> dict[ir.Node, tuple[ir.Node, ir.Value]]:
+def find_residual_owners(facts: GraphFacts) -> dict[ir.Node, tuple[ir.Node, ir.Value]]:
     """Residual Add -> (the weighted op that fuses it, the residual input) (C3, C5)."""
     owners: dict[ir.Node, tuple[ir.Node, ir.Value]] = {}
     for node in facts.graph:
@@ -288,7 +297,7 @@ def _weighted_block(
 
 def form_blocks(facts: GraphFacts) -> tuple[list[Block], dict[ir.Node, Block]]:
     """Group the graph's nodes into blocks; returns the blocks and node -> block."""
-    owners = residual_owners(facts)
+    owners = facts.residual_owners
     view = facts.view
     block_of: dict[ir.Node, Block] = {}
     blocks: list[Block] = []

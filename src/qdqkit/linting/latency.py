@@ -1,0 +1,98 @@
+"""Will INT8 beat FP16? The model's predicted latency as it is and built FP16 without Q/DQ.
+
+The FP16 baseline is the same graph with every Q/DQ pair removed, predicted
+and built with FP16 as its float type; both engines are timed by ``trt.cost_model`` on one GPU.
+Input shapes come from the model, or from ``--shapes`` spelled as trtexec spells it
+(``input:32x3x224x224,mask:32x128``), which fixes symbolic dimensions such as the batch.
+"""
+
+from __future__ import annotations
+
+import onnx_ir as ir
+
+from qdqkit.core.errors import QdqkitError
+from qdqkit.core.qdq import is_dequantize, is_quantize
+from qdqkit.trt.cost_model import LatencyComparison, as_float_build, estimate_latency
+from qdqkit.trt.engine import EngineGraph, Precision
+from qdqkit.trt.gpus import Gpu
+from qdqkit.trt.predict import predict_engine
+
+
+def parse_shapes(text: str) -> dict[str, list[int]]:
+    """``name:1x3x224x224,other:1x128`` (trtexec's ``--shapes``) -> {name: dims}."""
+    shapes: dict[str, list[int]] = {}
+    for item in (part.strip() for part in text.split(",")):
+        if not item:
+            continue
+        name, sep, dims = item.rpartition(":")
+        name = name.strip().strip("'\"")
+        try:
+            values = [int(d) for d in dims.lower().split("x")]
+        except ValueError:
+            values = []
+        if not sep or not name or not values or any(v <= 0 for v in values):
+            raise QdqkitError(
+                f"--shapes: cannot read '{item}': write name:dims with positive dims joined by "
+                "'x', e.g. input:32x3x224x224")
+        shapes[name] = values
+    return shapes
+
+
+def apply_shapes(model: ir.Model, shapes: dict[str, list[int]]) -> None:
+    """Set the shapes of ``model``'s inputs (the caller's own copy) from ``--shapes``."""
+    inputs = {value.name: value for value in model.graph.inputs}
+    for name, dims in shapes.items():
+        value = inputs.get(name)
+        if value is None:
+            raise QdqkitError(
+                f"--shapes names '{name}', which is not an input of the model (inputs: "
+                f"{', '.join(n or '?' for n in inputs)})")
+        if value.shape is not None and len(value.shape) != len(dims):
+            raise QdqkitError(
+                f"--shapes gives input '{name}' {len(dims)} dims, the model has "
+                f"{len(value.shape)}: {list(value.shape)}")
+        value.shape = ir.Shape(dims)
+
+
+def input_shapes(model: ir.Model) -> dict[str, list[int | str]]:
+    return {
+        value.name or "?": [d if isinstance(d, int) else str(d) for d in value.shape]
+        for value in model.graph.inputs if value.shape is not None
+    }
+
+
+def float_build(model: ir.Model, trt: str, precision: Precision = Precision.FP16) -> EngineGraph:
+    """The engine of ``model`` without Q/DQ, built with ``precision`` as its float type."""
+    stripped = model.clone()
+    _remove_qdq_pairs(stripped.graph)
+    return as_float_build(predict_engine(stripped, trt=trt), precision)
+
+
+def _remove_qdq_pairs(graph: ir.Graph) -> None:
+    """Every reader of ``Q -> DQ`` reads the Q's float input instead; the pairs are dropped.
+
+    Only the engine's shape and float layers matter here, not the scales, so this accepts every
+    Q/DQ spelling (per-channel activations included) that a translation would refuse.
+    """
+    for dq in [node for node in graph if is_dequantize(node)]:
+        q = dq.inputs[0].producer() if dq.inputs and dq.inputs[0] is not None else None
+        out = dq.outputs[0]
+        if q is None or not is_quantize(q) or q.inputs[0] is None or out.is_graph_output():
+            continue
+        ir.convenience.replace_all_uses_with(out, q.inputs[0])
+    for node in reversed(list(graph)):
+        if (is_dequantize(node) or is_quantize(node)) and not any(
+            o.uses() or o.is_graph_output() for o in node.outputs
+        ):
+            graph.remove(node, safe=True)
+
+
+def compare_latency(model: ir.Model, engine: EngineGraph, trt: str, gpu: Gpu) -> LatencyComparison:
+    """Time ``engine`` (the prediction of ``model``) and ``model`` built FP16 on ``gpu``."""
+    as_is = estimate_latency(engine, gpu)
+    fp16 = estimate_latency(float_build(model, trt), gpu)
+    shapes = input_shapes(model)
+    if any(isinstance(d, str) for dims in shapes.values() for d in dims):
+        as_is.notes.append("symbolic input dimensions count as 1: give --shapes for the batch "
+                           "you deploy")
+    return LatencyComparison(gpu.name, as_is, fp16, shapes)
