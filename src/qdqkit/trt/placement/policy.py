@@ -43,7 +43,9 @@ from qdqkit.trt.predict.fusion import (
     collect_facts,
     form_blocks,
     is_epilogue_op,
-    residual_owners,
+)
+from qdqkit.trt.predict.fusion import (
+    find_residual_owners as residual_owners,
 )
 from qdqkit.trt.predict.ops import (
     AVERAGING_POOLS,
