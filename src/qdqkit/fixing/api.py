@@ -42,6 +42,7 @@ from qdqkit.trt.engine_analysis import int8_conv_outputs
 from qdqkit.trt.versions import TARGETS, normalize_trt_version
 
 MAX_ROUNDS = 6
+_MIN_IR_VERSION = 7
 
 
 def fix(
@@ -104,6 +105,9 @@ def fix(
         current = lint(working, trt=trt, target=target)
         if not changed:
             break
+    if prepared or any(a.changes for a in actions):
+        # New scales and weights are initializers that are not graph inputs: IR version 4 on.
+        working.ir_version = max(working.ir_version or 0, _MIN_IR_VERSION)
     left = _fixable(current, fixers)
     reasons = list(skipped) or ["the target placement does not remove it"]
     unfixed = [Unfixed(f.code, f.message, reasons[0]) for f in left]

@@ -15,8 +15,12 @@ import onnx_ir as ir
 from qdqkit.core.constants import constant_array
 from qdqkit.core.qdq import node_label
 from qdqkit.passes.fold_batchnorm import FoldBatchNormIntoConv
-from qdqkit.passes.insert_qdq import InsertQdq, WeightQdq
-from qdqkit.passes.replace_qdq import dequantized_constant, dq_of_constant, remove_unused
+from qdqkit.passes.replace_qdq import (
+    dequantized_constant,
+    dq_of_constant,
+    remove_unused,
+    requantize_weights,
+)
 
 
 class FoldBatchNormIntoQuantizedConv(ir.passes.InPlacePass):
@@ -27,7 +31,7 @@ class FoldBatchNormIntoQuantizedConv(ir.passes.InPlacePass):
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         graph = model.graph
         folder = FoldBatchNormIntoConv()
-        requantize: list[WeightQdq] = []
+        requantize: list[ir.Node] = []
         for bn in list(graph):
             if bn.op_type != "BatchNormalization" or bn.domain not in ("", "ai.onnx"):
                 continue
@@ -55,11 +59,11 @@ class FoldBatchNormIntoQuantizedConv(ir.passes.InPlacePass):
             label = node_label(bn)
             folder._try_fold(graph, bn)
             if bn.graph is not None:  # did not fold: the float weight is quantized again anyway
-                requantize.append(WeightQdq(conv))
+                requantize.append(conv)
                 continue
-            requantize.append(WeightQdq(conv))
+            requantize.append(conv)
             self.changes.append(f"BatchNormalization '{label}' folded into '{node_label(conv)}', "
                                 "its weight quantized again per output channel")
         if requantize:
-            InsertQdq(weights=requantize)(model)
+            requantize_weights(model, requantize)
         return ir.passes.PassResult(model, modified=bool(self.changes))

@@ -16,8 +16,12 @@ import onnx_ir as ir
 from qdqkit.core.constants import constant_array
 from qdqkit.core.qdq import WEIGHT_PATH_OPS, WEIGHTED_OPS, node_label
 from qdqkit.passes.fold_weight_path import evaluate
-from qdqkit.passes.insert_qdq import InsertQdq, WeightQdq
-from qdqkit.passes.replace_qdq import dequantized_constant, dq_of_constant, remove_unused
+from qdqkit.passes.replace_qdq import (
+    dequantized_constant,
+    dq_of_constant,
+    remove_unused,
+    requantize_weights,
+)
 
 
 def _path_to_dq(value: ir.Value | None) -> tuple[list[ir.Node], ir.Node] | None:
@@ -44,7 +48,7 @@ class FoldDequantizedWeightPath(ir.passes.InPlacePass):
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         graph = model.graph
-        requantize: list[WeightQdq] = []
+        requantize: list[ir.Node] = []
         for node in list(graph):
             if node.op_type not in WEIGHTED_OPS or node.domain not in ("", "ai.onnx"):
                 continue
@@ -68,18 +72,18 @@ class FoldDequantizedWeightPath(ir.passes.InPlacePass):
                 source = dq.inputs[0]
                 base = (source.name if source is not None and source.name else "weight")
                 floating = ir.Value(name=f"{base}_folded", const_value=ir.Tensor(
-                    np.ascontiguousarray(array.astype(np.float32))))
+                    np.ascontiguousarray(array)))
                 graph.register_initializer(floating)
                 node.replace_input_with(index, floating)
                 for step in reversed(path):
                     if not any(o.uses() for o in step.outputs):
                         graph.remove(step, safe=True)
                 remove_unused(graph, dq)
-                requantize.append(WeightQdq(node))
+                requantize.append(node)
                 ops = " -> ".join(step.op_type for step in path)
                 self.changes.append(f"weight of '{node_label(node)}': DQ -> {ops} folded into "
                                     f"the weight{'' if old is None else f' {old.name!r}'}, "
                                     "quantized again per output channel")
         if requantize:
-            InsertQdq(weights=requantize)(model)
+            requantize_weights(model, requantize)
         return ir.passes.PassResult(model, modified=bool(self.changes))

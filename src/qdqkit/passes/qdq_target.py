@@ -52,9 +52,10 @@ class QdqTarget:
     group_of: dict[str, str]  # tensor name -> scale group
     groups: dict[str, list[str]]  # scale group -> its tensors
     quantized_weighted: set[str]  # weighted ops (node names) whose weight the target quantizes
-    float_weighted: dict[str, str]  # weighted ops kept float -> why
+    float_weighted: dict[str, str]  # weighted ops the policy keeps float -> why
     missing: dict[str, list[str]]  # scale groups without a scale -> their tensors
     scale_source: dict[str, str] = field(default_factory=dict)  # group -> where its scale came from
+    unscaled: dict[str, str] = field(default_factory=dict)  # weighted ops left as they are -> why
     float_model: ir.Model | None = None  # the stripped copy (calibrated when scales are missing)
 
 
@@ -161,6 +162,7 @@ def plan_target(
             TargetPoint(name, readers, group_scale[point.group], point.group))
     quantized: set[str] = set()
     kept_float: dict[str, str] = {}
+    unscaled: dict[str, str] = {}
     entries = _groups_by_reader(placement)
     for decision in placement.weighted:
         label = node_label(decision.node)
@@ -168,14 +170,15 @@ def plan_target(
         value = decision.node.inputs[index] if index is not None else None
         entry = entries.get(decision.node)
         if decision.quantized and entry is not None and entry not in group_scale:
-            kept_float[label] = (f"no scale for its input '{value.name if value else '?'}': give "
-                                 "--calib data")
+            unscaled[label] = (f"no scale for its input '{value.name if value else '?'}': give "
+                               "--calib data")
         elif decision.quantized:
             quantized.add(label)
         else:
             kept_float[label] = decision.reason
     group_of = {name: key for key, names in groups.items() for name in names}
-    return QdqTarget(points, group_of, groups, quantized, kept_float, missing, sources, stripped)
+    return QdqTarget(points, group_of, groups, quantized, kept_float, missing, sources,
+                     unscaled, stripped)
 
 
 

@@ -14,7 +14,7 @@ Rules:
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -22,12 +22,14 @@ import onnx_ir as ir
 
 from qdqkit.core.qdq import WEIGHTED_OPS, is_dequantize, is_quantize, node_label, read_params
 from qdqkit.core.qdq_math import dequantize
+from qdqkit.core.shapes import ValueTypes, infer_value_types
 from qdqkit.core.weights import weight_index
 from qdqkit.passes.insert_qdq import ActivationQdq, InsertQdq, WeightQdq, _Names
 from qdqkit.passes.qdq_target import QdqTarget, activation_scale, plan_target
 from qdqkit.trt.predict.wanted import is_commuting
 
 SESSION_KEY = "qdqkit.fix.session"
+_HALF_QDQ_OPSET = 19  # Q/DQ take float16 scales and tensors from opset 19 on
 _CARRIED = 4  # copies walked back from a finding's tensor to where its Q/DQ sits
 # What a tensor's Q/DQ look like: (reader, scales along its chain) pairs, readers sharing one Q.
 Signature = tuple[frozenset[tuple[str, tuple[float, ...]]], frozenset[frozenset[str]], bool]
@@ -43,6 +45,12 @@ class RepairSession:
     nodes: dict[str, ir.Node] = field(default_factory=dict)
     names: _Names | None = None
     log: list[str] = field(default_factory=list)  # every change, in order
+    types: ValueTypes | None = None  # inferred on first need: most models store their types
+
+    def dtype_of(self, value: ir.Value) -> ir.DataType | None:
+        if value.dtype is None and self.types is None:
+            self.types = infer_value_types(self.model)
+        return value.dtype if self.types is None else self.types.dtype_of(value)
 
     def __post_init__(self) -> None:
         graph = self.model.graph
@@ -250,23 +258,32 @@ def repair_scope(model: ir.Model, nodes: Iterable[str] = (), tensors: Iterable[s
         if current == wanted:
             continue
         _strip(value, graph)
+        dtype = session.dtype_of(value)
+        if value.dtype is None and dtype is not None and dtype != ir.DataType.FLOAT16:
+            value.dtype = dtype  # InsertQdq casts a non-float32 tensor around its pair
         for point in session.target.points.get(value.name or "", []):
             readers = None
             if point.readers is not None:
                 readers = tuple(n for r in point.readers if (n := session.nodes.get(r)) is not None)
             inserts.append(ActivationQdq(value, point.scale, readers))
         actions.append(_describe(value, current, wanted))
-    weights: list[WeightQdq] = []
+    weights: list[ir.Node] = []
     for node in weighted:
         label = node_label(node)
         if label in session.target.quantized_weighted and _float_weight(node) is not None:
-            weights.append(WeightQdq(node))
+            weights.append(node)
             actions.append(f"weight of '{label}' quantized per output channel")
         elif label in session.target.float_weighted and _dequantize_weight(graph, node):
             actions.append(f"weight of '{label}' back to float "
                            f"({session.target.float_weighted[label]})")
-    if inserts or weights:
-        _SessionInsert(session, inserts, weights)(model)
+    assert session.names is not None
+    if inserts:
+        insert = _SessionInsert(session.names, inserts, [])
+        if _opset(model) >= _HALF_QDQ_OPSET:
+            insert.half = lambda v: session.dtype_of(v) == ir.DataType.FLOAT16
+        insert(model)
+    if weights:
+        requantize_weights(model, weights, session.names)
     session.log.extend(actions)
     return actions
 
@@ -276,6 +293,10 @@ def repair_finding(finding: object, model: ir.Model) -> bool:
     nodes = list(getattr(finding, "nodes", ()))
     tensors = list(getattr(finding, "tensors", ()))
     return bool(repair_scope(model, nodes, tensors))
+
+
+def _opset(model: ir.Model) -> int:
+    return model.opset_imports.get("", model.opset_imports.get("ai.onnx", 0))
 
 
 def _describe(value: ir.Value, current: Signature, wanted: Signature) -> str:
@@ -337,7 +358,35 @@ def dequantized_constant(dq: ir.Node) -> np.ndarray | None:
     else:
         return None
     params = read_params(dq)
-    return None if params is None else dequantize(integers, params, np.float32)
+    if params is None:
+        return None
+    out = np.float16 if params.scale_dtype == ir.DataType.FLOAT16 else np.float32
+    return dequantize(integers, params, out)
+
+
+def requantize_weights(model: ir.Model, nodes: list[ir.Node],
+                       names: _Names | None = None) -> None:
+    """Quantize the float weight of each of ``nodes`` per output channel (``InsertQdq``); a float16
+    weight's DQ gets a float16 scale, so it still writes float16 (opset 19 Q/DQ)."""
+    specs = [WeightQdq(node) for node in nodes]
+    half = set()
+    for node in nodes:
+        weight = _float_weight(node)
+        if weight is not None and weight.const_value is not None and (
+                weight.const_value.dtype == ir.DataType.FLOAT16):
+            half.add(node)
+    if names is None:
+        InsertQdq(weights=specs)(model)
+    else:
+        _SessionInsert(names, [], specs)(model)
+    for node in half:
+        index = _weight_input(node)
+        value = node.inputs[index] if index is not None else None
+        dq = value.producer() if value is not None else None
+        scale = dq.inputs[1] if dq is not None and len(dq.inputs) > 1 else None
+        if value is not None and scale is not None and scale.const_value is not None:
+            scale.const_value = ir.Tensor(scale.const_value.numpy().astype(np.float16),
+                                          name=scale.name)
 
 
 def _dequantize_weight(graph: ir.Graph, node: ir.Node) -> bool:
@@ -367,17 +416,32 @@ def remove_unused(graph: ir.Graph, node: ir.Node) -> None:
 class _SessionInsert(InsertQdq):
     """``InsertQdq`` with the session's name index, so a small repair costs a small time."""
 
-    def __init__(self, session: RepairSession, activations: list[ActivationQdq],
+    def __init__(self, names: _Names, activations: list[ActivationQdq],
                  weights: list[WeightQdq]) -> None:
         super().__init__(activations, weights)
-        self.session = session
+        self.names = names
+        self.half: Callable[[ir.Value], bool] | None = None
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
-        names = self.session.names
-        assert names is not None
+        names = self.names
         for activation in self.activations:
             self._quantize_activation(model.graph, names, activation)
         done: dict[tuple[ir.Value, bool, bool], ir.Value] = {}
         for weight in self.weights:
             self._quantize_weight(model.graph, names, weight, done)
         return ir.passes.PassResult(model, modified=True)
+
+    def _quantize_activation(self, graph: ir.Graph, names: _Names, spec: ActivationQdq) -> None:
+        value = spec.value
+        half = value.dtype is None and self.half is not None and self.half(value)
+        before = {u.node for u in value.uses()}
+        super()._quantize_activation(graph, names, spec)
+        if not half:
+            return
+        # A float16 tensor at opset 19+: the pair takes a float16 scale and writes float16.
+        for use in value.uses():
+            if use.node not in before and is_quantize(use.node):
+                scale = use.node.inputs[1]
+                if scale is not None and scale.const_value is not None:
+                    scale.const_value = ir.Tensor(
+                        scale.const_value.numpy().astype(np.float16), name=scale.name)
