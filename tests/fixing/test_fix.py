@@ -166,7 +166,7 @@ def test_onnxruntime_default_preset_is_fixed_or_refused_by_name(tmp_path: Path) 
     except Exception:
         # Some onnxruntime versions write per-channel weight scales without their axis: a model
         # the spec (and onnxruntime itself) rejects. fix names the node instead of guessing.
-        with pytest.raises(QdqkitError, match="DequantizeLinear '.*weight.*' .* ONNX spec"):
+        with pytest.raises(QdqkitError, match=r"DequantizeLinear '.*weight.*' .* ONNX spec"):
             fix(qdq_path)
         return
     result = fix(qdq_path)
@@ -190,7 +190,7 @@ def test_selected_rules_only_and_unfixable_rule_refused() -> None:
     model = producers.nncf()
     result = fix(model, rules=["QDQ203"])
     assert set(result.by_rule()) <= {"QDQ203"}
-    with pytest.raises(QdqkitError, match="QDQ501 .* has no fix"):
+    with pytest.raises(QdqkitError, match=r"QDQ501 .* has no fix"):
         fix(model, rules=["float-model"])
 
 

@@ -26,10 +26,12 @@ import onnx_ir as ir
 from qdqkit.core.atomic import output_set
 from qdqkit.core.data import DataSource, open_data
 from qdqkit.core.errors import QdqkitError
+from qdqkit.core.gc_pause import paused_cyclic_gc
 from qdqkit.core.model_io import load_model, stage_model
+from qdqkit.core.shapes import ValueTypes
 from qdqkit.fixing.result import EngineFigures, FixAction, FixResult, Unfixed
-from qdqkit.linting import lint
-from qdqkit.linting.result import LintResult
+from qdqkit.linting import RULES, run_rules, summarize
+from qdqkit.linting.result import LintResult, RuleGroup
 from qdqkit.passes.float_bias import DequantizeBias
 from qdqkit.passes.fold_batchnorm_qdq import FoldBatchNormIntoQuantizedConv
 from qdqkit.passes.fold_weight_qdq_path import FoldDequantizedWeightPath
@@ -37,8 +39,10 @@ from qdqkit.passes.name_nodes import NameUnnamedNodes
 from qdqkit.passes.qdq_target import QdqTarget, plan_target
 from qdqkit.passes.replace_qdq import end_session, start_session
 from qdqkit.rules import Finding, RuleUnit, rule, units_for
+from qdqkit.rules.model_context import LintContext
 from qdqkit.trt.engine import LayerKind
 from qdqkit.trt.engine_analysis import int8_conv_outputs
+from qdqkit.trt.predict import run_prediction
 from qdqkit.trt.versions import TARGETS, normalize_trt_version
 
 MAX_ROUNDS = 6
@@ -59,6 +63,23 @@ def fix(
 ) -> FixResult:
     """Repair ``model``'s Q/DQ placement (see the module docstring); with ``output`` (and not
     ``dry_run``), write the repaired model there."""
+    with paused_cyclic_gc():
+        # Graph IR is millions of small linked objects: the collector would rescan them, alive,
+        # at every generation threshold, a cost that grows faster than the graph.
+        return _fix(model, output, rules, trt, target, calib, calib_batch, calib_limit, dry_run)
+
+
+def _fix(
+    model: str | os.PathLike[str] | onnx.ModelProto | ir.Model,
+    output: str | os.PathLike[str] | None,
+    rules: Sequence[str] | None,
+    trt: str,
+    target: str,
+    calib: DataSource | None,
+    calib_batch: int | None,
+    calib_limit: int | None,
+    dry_run: bool,
+) -> FixResult:
     start = time.perf_counter()
     trt = normalize_trt_version(trt)
     if target not in TARGETS:
@@ -68,13 +89,13 @@ def fix(
         raise QdqkitError(f"{out_path}: the output must be an .onnx file")
     fixers = _fixers(rules)
     where, working, source_path = _load(model)
-    first = lint(working, trt=trt, target=target)
+    first, types = _check(working, trt, target)
     before = _figures(first)
     fixable_before = len(_fixable(first, fixers))
     prepared = _prepare(working) if fixable_before or not rules else []
     if prepared:
         # Folding a weight path is not a placement repair: say so only when it changed something.
-        first = lint(working, trt=trt, target=target)
+        first, types = _check(working, trt, target)
     actions: list[FixAction] = []
     skipped: dict[str, None] = {}
     calibrated: dict[str, float] = {}
@@ -85,14 +106,14 @@ def fix(
         if not findings:
             break
         rounds += 1
-        plan = plan_target(working, target=target, extra_scales=calibrated)
+        plan = plan_target(working, target=target, extra_scales=calibrated, types=types)
         if plan.missing and calib is not None and not calibrated:
             calibrated = _calibrate(plan, calib, calib_batch, calib_limit)
-            plan = plan_target(working, target=target, extra_scales=calibrated)
+            plan = plan_target(working, target=target, extra_scales=calibrated, types=types)
         for tensors in plan.missing.values():
             skipped[f"no scale for {', '.join(repr(t) for t in tensors[:4])}: nothing next to "
                     "it carries one; give --calib data to compute it"] = None
-        session = start_session(working, plan)
+        session = start_session(working, plan, types=types)
         changed = False
         for finding in findings:
             mark = len(session.log)
@@ -102,7 +123,7 @@ def fix(
             actions.append(FixAction(finding.code, rule(finding.code).name, finding.message,
                                      tuple(session.log[mark:])))
         end_session(working)
-        current = lint(working, trt=trt, target=target)
+        current, types = _check(working, trt, target)
         if not changed:
             break
     if prepared or any(a.changes for a in actions):
@@ -128,6 +149,22 @@ def fix(
                 stage_model(outputs, working, out_path)
     result.seconds = time.perf_counter() - start
     return result
+
+
+def _check(model: ir.Model, trt: str, target: str) -> tuple[LintResult, ValueTypes]:
+    """``lint`` without the latency comparison (no rule ``fix`` repairs reads it): the predicted
+    engine, every model rule's findings and the engine summary; and the value types the
+    prediction inferred, which planning the target needs too."""
+    prediction = run_prediction(model, trt=trt, target=target)
+    ctx = LintContext(prediction)
+    by_code: dict[str, list[Finding]] = {}
+    for finding in run_rules(ctx):
+        by_code.setdefault(finding.code, []).append(finding)
+    groups = [RuleGroup.of(r, by_code[r.code]) for r in RULES if r.code in by_code]
+    result = LintResult(model="", trt=prediction.trt, target=prediction.target,
+                        quantized=ctx.view.qdq_count > 0, groups=groups,
+                        summary=summarize(prediction.engine), engine=prediction.engine)
+    return result, prediction.facts.types
 
 
 def _external(model: ir.Model) -> bool:

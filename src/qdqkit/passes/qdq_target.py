@@ -24,6 +24,7 @@ import onnx_ir as ir
 
 from qdqkit.core.errors import QdqkitError
 from qdqkit.core.qdq import QdqView, QuantParams, node_label, quant_range
+from qdqkit.core.shapes import ValueTypes
 from qdqkit.passes.scales import ScaleTable
 from qdqkit.passes.strip_qdq import StripQdqPairs
 from qdqkit.trt.placement import Placement, plan_placement
@@ -122,8 +123,13 @@ def _neighbour_scale(value: ir.Value, scales: Mapping[str, float]) -> tuple[floa
 
 def plan_target(
     model: ir.Model, *, target: str = "gpu", extra_scales: Mapping[str, float] | None = None,
+    types: ValueTypes | None = None,
 ) -> QdqTarget:
-    """The placement ``model`` should have (see the module docstring)."""
+    """The placement ``model`` should have (see the module docstring).
+
+    ``types`` are the value types of ``model`` when the caller has them (by name, so they hold
+    for the stripped copy too); otherwise they are inferred again.
+    """
     stripped = model.clone()
     view = QdqView(stripped.graph)
     scales = carried_scales(stripped, view)
@@ -134,7 +140,7 @@ def plan_target(
                           "inputs and Q outputs can be dequantized") from None
     except ValueError:
         raise QdqkitError(_invalid_dequantize(view)) from None
-    placement = plan_placement(stripped, target=target)
+    placement = plan_placement(stripped, target=target, types=types)
     extra = dict(extra_scales or {})
     group_scale: dict[str, float] = {}
     sources: dict[str, str] = {}

@@ -46,8 +46,14 @@ class RepairSession:
     names: _Names | None = None
     log: list[str] = field(default_factory=list)  # every change, in order
     types: ValueTypes | None = None  # inferred on first need: most models store their types
+    has_half: bool = False
+    # Tensors and weighted ops already made to match the target this session: the target does
+    # not change within a session, so a second finding naming them has nothing left to do.
+    settled: set[ir.Value | ir.Node] = field(default_factory=set)
 
     def dtype_of(self, value: ir.Value) -> ir.DataType | None:
+        if value.dtype is None and not self.has_half:
+            return None  # no float16 anywhere: InsertQdq's float32 default is right
         if value.dtype is None and self.types is None:
             self.types = infer_value_types(self.model)
         return value.dtype if self.types is None else self.types.dtype_of(value)
@@ -63,12 +69,17 @@ class RepairSession:
                 if out.name:
                     self.values[out.name] = out
         self.names = _Names(graph)
+        self.has_half = any(v.dtype == ir.DataType.FLOAT16 for v in graph.inputs) or any(
+            v.const_value is not None and v.const_value.dtype == ir.DataType.FLOAT16
+            for v in graph.initializers.values())
 
 
 def start_session(model: ir.Model, target: QdqTarget | None = None, *,
-                  trt_target: str = "gpu") -> RepairSession:
-    """A new session for ``model`` (the target planned now unless given), kept in its metadata."""
-    session = RepairSession(model, target or plan_target(model, target=trt_target))
+                  trt_target: str = "gpu", types: ValueTypes | None = None) -> RepairSession:
+    """A new session for ``model`` (the target planned now unless given), kept in its metadata;
+    ``types`` are the model's value types when the caller has them."""
+    session = RepairSession(model, target or plan_target(model, target=trt_target, types=types),
+                            types=types)
     model.meta[SESSION_KEY] = session
     return session
 
@@ -82,6 +93,7 @@ def session_of(model: ir.Model) -> RepairSession:
 
 def end_session(model: ir.Model) -> None:
     model.meta.pop(SESSION_KEY, None)
+    _Q_INFO.clear()
 
 
 def _alive(node: ir.Node, graph: ir.Graph) -> bool:
@@ -116,10 +128,7 @@ def _chains(value: ir.Value) -> tuple[list[tuple[ir.Node, tuple[float, ...], boo
             node = use.node
             if is_quantize(node) and use.idx == 0:
                 qs.append(node)
-                params = read_params(node)
-                scale = activation_scale(params) if params is not None else None
-                ok = (params is not None and params.quant_dtype == ir.DataType.INT8
-                      and params.zero_point_is_zero and scale is not None)
+                scale, ok = _q_info(node)
                 for dq_use in node.outputs[0].uses():
                     if is_dequantize(dq_use.node):
                         dqs.append(dq_use.node)
@@ -128,6 +137,22 @@ def _chains(value: ir.Value) -> tuple[list[tuple[ir.Node, tuple[float, ...], boo
             else:
                 readers.append((node, scales, clean))
     return readers, qs, dqs
+
+
+_Q_INFO: dict[ir.Node, tuple[float | None, bool]] = {}
+
+
+def _q_info(q: ir.Node) -> tuple[float | None, bool]:
+    """A Q's symmetric int8 scale and whether it already is int8 with zero point 0 (memoized for
+    the nodes of the current session: Q/DQ parameters never change once a Q is made)."""
+    found = _Q_INFO.get(q)
+    if found is None:
+        params = read_params(q)
+        scale = activation_scale(params) if params is not None else None
+        ok = (params is not None and params.quant_dtype == ir.DataType.INT8
+              and params.zero_point_is_zero and scale is not None)
+        found = _Q_INFO[q] = (scale, ok)
+    return found
 
 
 def _current_signature(value: ir.Value) -> Signature:
@@ -139,6 +164,10 @@ def _current_signature(value: ir.Value) -> Signature:
         for q in qs)
     output_quantized = _dq_output(value) is not None
     return pairs, shared, output_quantized
+
+
+def _asymmetric(signature: Signature) -> bool:
+    return any(scales and scales[-1] == -1.0 for _, scales in signature[0])
 
 
 def _dq_output(value: ir.Value) -> ir.Value | None:
@@ -214,6 +243,9 @@ def _scope(session: RepairSession, nodes: Iterable[str], tensors: Iterable[str]
             weighted[node] = None
         if is_quantize(node) or is_dequantize(node):
             add(node.inputs[0])
+            for out in node.outputs:  # a weight's DQ: the ops reading the weight
+                weighted.update((u.node, None) for u in out.uses()
+                                if u.node.op_type in WEIGHTED_OPS)
             continue
         for value in (*node.inputs, *node.outputs):
             add(value)
@@ -232,6 +264,8 @@ def _scope(session: RepairSession, nodes: Iterable[str], tensors: Iterable[str]
         for member in session.target.groups.get(group, []):
             add(session.values.get(member))
     for root in roots:
+        if root in session.settled:
+            continue  # its weighted readers were looked at when it was settled
         for use in root.uses():
             if use.node.op_type in WEIGHTED_OPS:
                 weighted[use.node] = None
@@ -254,8 +288,13 @@ def repair_scope(model: ir.Model, nodes: Iterable[str] = (), tensors: Iterable[s
     actions: list[str] = []
     inserts: list[ActivationQdq] = []
     for value in roots:
+        if value in session.settled:
+            continue
+        session.settled.add(value)
         current, wanted = _current_signature(value), _target_signature(value, session)
-        if current == wanted:
+        if current == wanted or _asymmetric(current):
+            # An asymmetric Q clamps (onnxruntime drops a Relu whose Q starts at zero): a
+            # symmetric pair would not, so such a tensor is left for a re-export.
             continue
         _strip(value, graph)
         dtype = session.dtype_of(value)
@@ -269,10 +308,17 @@ def repair_scope(model: ir.Model, nodes: Iterable[str] = (), tensors: Iterable[s
         actions.append(_describe(value, current, wanted))
     weights: list[ir.Node] = []
     for node in weighted:
+        if node in session.settled:
+            continue
+        session.settled.add(node)
         label = node_label(node)
         if label in session.target.quantized_weighted and _float_weight(node) is not None:
             weights.append(node)
             actions.append(f"weight of '{label}' quantized per output channel")
+        elif label in session.target.quantized_weighted and _asymmetric_weight(node) and (
+                _dequantize_weight(graph, node)):
+            weights.append(node)
+            actions.append(f"weight of '{label}' quantized again symmetrically per output channel")
         elif label in session.target.float_weighted and _dequantize_weight(graph, node):
             actions.append(f"weight of '{label}' back to float "
                            f"({session.target.float_weighted[label]})")
@@ -387,6 +433,16 @@ def requantize_weights(model: ir.Model, nodes: list[ir.Node],
         if value is not None and scale is not None and scale.const_value is not None:
             scale.const_value = ir.Tensor(scale.const_value.numpy().astype(np.float16),
                                           name=scale.name)
+
+
+def _asymmetric_weight(node: ir.Node) -> bool:
+    """Whether the weight's DQ has a non-zero zero point or is not int8 (TensorRT reads int8
+    with zero points 0 only)."""
+    index = _weight_input(node)
+    dq = dq_of_constant(node.inputs[index] if index is not None else None)
+    params = read_params(dq) if dq is not None else None
+    return params is not None and (not params.zero_point_is_zero
+                                   or params.quant_dtype != ir.DataType.INT8)
 
 
 def _dequantize_weight(graph: ir.Graph, node: ir.Node) -> bool:
