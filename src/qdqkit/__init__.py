@@ -23,6 +23,7 @@ _API = {
     "TranslateOptions": "qdqkit.translation.api:TranslateOptions",
     "verify": "qdqkit.verification:verify",
     "quantize": "qdqkit.quantization:quantize",
+    "fix": "qdqkit.fixing:fix",
     "read_engine_graph": "qdqkit.trt.engine_json:read_engine_graph",
     "report_engine": "qdqkit.engine.report:report_engine",
     "draw_engine": "qdqkit.engine.draw:draw_engine",

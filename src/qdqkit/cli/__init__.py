@@ -26,6 +26,7 @@ COMMAND_MODULES = (
     "qdqkit.cli.translate_cmd",
     "qdqkit.cli.verify_cmd",
     "qdqkit.cli.quantize_cmd",
+    "qdqkit.cli.fix_cmd",
     "qdqkit.cli.compare_cmd",
     "qdqkit.cli.profile_cmd",
     "qdqkit.cli.demo_cmd",

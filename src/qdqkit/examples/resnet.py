@@ -173,3 +173,11 @@ def resnet18_qdq(variant: str = "qat", *, batch: int = 32, seed: int = 0) -> onn
     tensors = sorted({tensor for tensor, _ in g.quantizers})
     amax = measure_amax(_model(g, 1, False, {}), tensors, samples=1, seed=seed)
     return _model(g, batch, True, amax)
+
+
+def resnet18_float(*, batch: int = 32, size: int = 224, seed: int = 0) -> onnx.ModelProto:
+    """The same ResNet-18 without any Q/DQ (what a quantizer starts from), at ``size`` pixels."""
+    model = _model(_float_graph("qat", seed), batch, False, {})
+    dims = model.graph.input[0].type.tensor_type.shape.dim
+    dims[2].dim_value = dims[3].dim_value = size
+    return model

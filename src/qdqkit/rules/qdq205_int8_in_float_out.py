@@ -9,9 +9,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from qdqkit.rules.types import Finding, Fix, Rule, Severity
+from qdqkit.rules.types import Finding, Rule, Severity
 
 if TYPE_CHECKING:
+    import onnx_ir as ir
+
     from qdqkit.rules.model_context import LintContext
 
 RULES = (
@@ -34,7 +36,13 @@ RULES = (
     ),
 )
 
-fix: Fix | None = None
+
+def fix(finding: Finding, model: ir.Model) -> bool:
+    """Re-place the Q/DQ on the finding's nodes and tensors the way the one placement policy
+    places them, with the scales the model carries (``passes.replace_qdq``)."""
+    from qdqkit.passes.replace_qdq import repair_finding
+
+    return repair_finding(finding, model)
 
 
 def check(ctx: LintContext) -> Iterator[Finding]:

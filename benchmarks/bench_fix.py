@@ -1,0 +1,164 @@
+"""Speed and linearity of ``qdqkit fix`` (not part of the unit tests).
+
+    python3 benchmarks/bench_fix.py [--runs N] [--bound 1.25]
+
+Fixes onnxruntime-style Q/DQ stacks (Q/DQ on every conv output, inside every Conv -> Relu
+epilogue, on both inputs of every residual Add and after it; int8 weights behind a DQ, int32
+biases) at five sizes from about 4k to 20k nodes: every block carries five fixable findings.
+Each size is fixed ``--runs`` times in a fresh process, sizes interleaved, the median kept, and
+printed next to a baseline measured in the same run: one ``lint`` of the same file, in a fresh
+process too (``fix`` lints before, after each round and at the end).
+
+Checks (the exit status is 1 when one fails, and the failing check says so):
+1. linear time: fix's CPU time per node at every size is within ``--bound`` of its CPU time per
+   node at the smallest size;
+2. the 20k-node stack is fixed in under 5 s of CPU time (on a shared machine the wall clock also
+   counts the time other processes held the CPU; both are printed), every fixable finding gone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+BLOCKS = (240, 480, 720, 960, 1176)  # 17 nodes a block: about 4k, 8k, 12k, 16k and 20k nodes
+LIMITED_BLOCKS, LIMITED_SECONDS = 1176, 5.0
+CHANNELS = 16
+
+CHILD = r"""
+import json, sys, time
+mode, model = sys.argv[1:3]
+from qdqkit.fixing import fix
+from qdqkit.linting import lint
+start, cpu = time.perf_counter(), time.process_time()
+if mode == "baseline":
+    lint(model)
+    left = -1
+else:
+    left = fix(model).fixable_after
+print(json.dumps({"seconds": time.perf_counter() - start, "cpu_seconds": time.process_time() - cpu,
+                  "left": left}))
+"""
+
+
+class _OrtStyle:
+    """What onnxruntime's quantize_static (TensorRT preset) writes around residual blocks."""
+
+    def __init__(self) -> None:
+        self.nodes: list[onnx.NodeProto] = []
+        self.inits: list[onnx.TensorProto] = []
+        self.rng = np.random.default_rng(0)
+        self.count = 0
+
+    def _id(self, prefix: str) -> str:
+        self.count += 1
+        return f"{prefix}_{self.count}"
+
+    def node(self, op: str, inputs: list[str], **attrs: object) -> str:
+        name = self._id(op)
+        self.nodes.append(helper.make_node(op, inputs, [name + "_out"], name=name, **attrs))  # type: ignore[arg-type]
+        return name + "_out"
+
+    def const(self, array: np.ndarray) -> str:
+        name = self._id("c")
+        self.inits.append(numpy_helper.from_array(array, name))
+        return name
+
+    def qdq(self, x: str, scale: float) -> str:
+        s, z = self.const(np.array(scale, np.float32)), self.const(np.array(0, np.int8))
+        return self.node("DequantizeLinear", [self.node("QuantizeLinear", [x, s, z]), s, z])
+
+    def conv(self, x: str) -> str:
+        w = (self.rng.standard_normal((CHANNELS, CHANNELS, 3, 3)) * 0.1).astype(np.float32)
+        scale = (np.abs(w).reshape(CHANNELS, -1).max(axis=1) / 127).astype(np.float32)
+        q = np.clip(np.rint(w / scale[:, None, None, None]), -127, 127).astype(np.int8)
+        wdq = self.node("DequantizeLinear", [self.const(q), self.const(scale),
+                                             self.const(np.zeros(CHANNELS, np.int8))], axis=0)
+        return self.node("Conv", [x, wdq, self.const(np.zeros(CHANNELS, np.float32))],
+                         kernel_shape=[3, 3], pads=[1] * 4)
+
+    def block(self, x: str) -> str:
+        y = self.qdq(self.node("Relu", [self.qdq(self.conv(x), 0.05)]), 0.03)
+        y = self.qdq(self.conv(y), 0.05)
+        y = self.qdq(self.node("Add", [y, x]), 0.06)
+        return self.qdq(self.node("Relu", [y]), 0.04)
+
+    def model(self, blocks: int) -> onnx.ModelProto:
+        y = self.qdq("input", 0.04)
+        for _ in range(blocks):
+            y = self.block(y)
+        y = self.qdq(self.node("Flatten", [self.node("GlobalAveragePool", [y])]), 0.02)
+        w = (self.rng.standard_normal((10, CHANNELS)) * 0.1).astype(np.float32)
+        y = self.node("Gemm", [y, self.const(w), self.const(np.zeros(10, np.float32))], transB=1)
+        graph = helper.make_graph(
+            self.nodes, "ort_stack",
+            [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, CHANNELS, 8, 8])],
+            [helper.make_tensor_value_info(y, TensorProto.FLOAT, None)], self.inits)
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+        model.ir_version = 8
+        return model
+
+
+def measure(mode: str, model: Path) -> dict[str, float]:
+    done = subprocess.run([sys.executable, "-c", CHILD, mode, str(model)],
+                          capture_output=True, text=True, check=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=1)
+    parser.add_argument("--bound", type=float, default=1.25)
+    args = parser.parse_args()
+    failures: list[str] = []
+    with tempfile.TemporaryDirectory() as folder:
+        paths, nodes = {}, {}
+        for blocks in BLOCKS:
+            model = _OrtStyle().model(blocks)
+            paths[blocks] = Path(folder) / f"stack{blocks}.onnx"
+            nodes[blocks] = len(model.graph.node)
+            onnx.save(model, paths[blocks])
+        runs: dict[tuple[str, int], list[dict[str, float]]] = {}
+        for _ in range(args.runs):
+            for blocks in BLOCKS:
+                for mode in ("fix", "baseline"):
+                    runs.setdefault((mode, blocks), []).append(measure(mode, paths[blocks]))
+
+        def median(mode: str, blocks: int, key: str) -> float:
+            return statistics.median(r[key] for r in runs[(mode, blocks)])
+
+        base = median("fix", BLOCKS[0], "cpu_seconds") / nodes[BLOCKS[0]]
+        print(f"{'nodes':>7} {'fix s':>7} {'fix cpu s':>9} {'lint s':>7} {'fix/lint':>8} "
+              f"{'cpu/node vs smallest':>21}")
+        for blocks in BLOCKS:
+            wall, cpu = median("fix", blocks, "seconds"), median("fix", blocks, "cpu_seconds")
+            lint_s = median("baseline", blocks, "seconds")
+            ratio = cpu / nodes[blocks] / base
+            print(f"{nodes[blocks]:>7} {wall:>7.2f} {cpu:>9.2f} {lint_s:>7.2f} "
+                  f"{wall / lint_s:>8.2f} {ratio:>21.2f}")
+            if ratio > args.bound:
+                failures.append(f"not linear: {nodes[blocks]} nodes cost {ratio:.2f}x the "
+                                f"smallest size's CPU time per node (bound {args.bound})")
+            left = max(r["left"] for r in runs[("fix", blocks)])
+            if left:
+                failures.append(f"{nodes[blocks]} nodes: {int(left)} fixable findings left")
+        limited = median("fix", LIMITED_BLOCKS, "cpu_seconds")
+        if limited > LIMITED_SECONDS:
+            failures.append(f"{nodes[LIMITED_BLOCKS]} nodes took {limited:.2f} s of CPU time "
+                            f"(limit {LIMITED_SECONDS} s)")
+    for failure in failures:
+        print(f"FAILED: {failure}")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,97 @@
+"""``qdqkit fix MODEL -o OUT.onnx [--rules CODES] [--calib DATA] [--dry-run] [--json]``."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from qdqkit.cli.args import CalibArgs, JsonArgs, OutputArgs, TargetArgs, TrtArgs, add_groups
+from qdqkit.core.errors import QdqkitError
+from qdqkit.report.json_output import print_json
+
+TRT, TARGET, JSON, CALIB = TrtArgs(), TargetArgs(), JsonArgs(), CalibArgs()
+OUTPUT = OutputArgs("the repaired model (.onnx); required unless --dry-run")
+_SHOWN = 8
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "fix",
+        help="repair a Q/DQ model's placement so TensorRT fuses it",
+        description="Apply the fix of every fixable lint finding (or of --rules), re-lint and "
+        "repeat until nothing fixable is left; print what changed rule by rule and node by node "
+        "and the predicted engine before -> after. Exit code 0 when nothing fixable is left "
+        "(or nothing to fix), 1 when a fixable finding remains, 2 on bad input.",
+    )
+    parser.add_argument("model", help="the Q/DQ ONNX model (any producer)")
+    add_groups(parser, OUTPUT)
+    parser.add_argument("--rules", default=None, metavar="CODES",
+                        help="only these rules' fixes, comma-separated codes or names "
+                        "(default: every fixable rule)")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="print the plan and what would change; write nothing")
+    add_groups(parser, CALIB, TRT, TARGET, JSON)
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from qdqkit.fixing import fix
+
+    output = OUTPUT.parse(args)
+    if output is None and not args.dry_run:
+        raise QdqkitError("give -o OUT.onnx for the repaired model, or --dry-run to only see "
+                          "what would change")
+    calib = CALIB.parse(args)
+    rules = [c.strip() for c in args.rules.split(",") if c.strip()] if args.rules else None
+    result = fix(args.model, output=output, rules=rules, trt=TRT.parse(args),
+                 target=TARGET.parse(args), calib=calib.calib, calib_batch=calib.batch,
+                 calib_limit=calib.limit, dry_run=args.dry_run)
+    if JSON.parse(args):
+        print_json(result.to_json())
+    else:
+        print(render(result))
+    return result.exit_code
+
+
+def _engine_line(label: str, before: Any, after: Any) -> str:
+    return f"  {label:<22}{before} -> {after}"
+
+
+def _share(value: float | None) -> str:
+    return "unknown" if value is None else f"{value:.1%}"
+
+
+def render(result: Any) -> str:
+    if result.nothing_to_fix:
+        return (f"{result.source}: nothing to fix (no fixable lint finding for TensorRT "
+                f"{result.trt} {result.target})" + (f"; written to {result.output}"
+                                                    if result.output else ""))
+    where = "dry run, nothing written" if result.dry_run else (
+        f"written to {result.output}" if result.output else "not written")
+    lines = [f"fixed {result.source} ({where}) in {result.seconds:.1f} s, "
+             f"{result.rounds} round(s): fixable findings {result.fixable_before} -> "
+             f"{result.fixable_after}"]
+    if result.prepared:
+        lines += ["", "weight paths:"] + [f"  {c}" for c in result.prepared[:_SHOWN]]
+        if len(result.prepared) > _SHOWN:
+            lines.append(f"  ... and {len(result.prepared) - _SHOWN} more (--json lists all)")
+    for code, actions in result.by_rule().items():
+        changes = [c for a in actions for c in a.changes]
+        lines += ["", f"{code} {actions[0].rule}: {len(actions)} finding(s) fixed"]
+        lines += [f"  {c}" for c in changes[:_SHOWN]]
+        if len(changes) > _SHOWN:
+            lines.append(f"  ... and {len(changes) - _SHOWN} more (--json lists all)")
+    b, a = result.before, result.after
+    lines += ["", "predicted engine before -> after:",
+              _engine_line("Reformat layers", b.reformats, a.reformats),
+              _engine_line("layers writing INT8", b.int8_output_layers, a.int8_output_layers),
+              _engine_line("convs writing INT8", f"{b.int8_conv_outputs}/{b.convolutions}",
+                           f"{a.int8_conv_outputs}/{a.convolutions}"),
+              _engine_line("INT8 share of MACs", _share(b.int8_mac_share),
+                           _share(a.int8_mac_share))]
+    for reason in result.skipped:
+        lines += [f"skipped: {reason}"]
+    if result.unfixed:
+        lines += ["", f"{len(result.unfixed)} fixable finding(s) left:"]
+        lines += [f"  {u.code} {u.message} ({u.reason})" for u in result.unfixed[:_SHOWN]]
+    return "\n".join(lines)

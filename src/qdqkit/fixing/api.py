@@ -1,0 +1,235 @@
+"""``qdqkit fix`` and ``qdqkit.fix()``: repair any producer's Q/DQ placement so TensorRT fuses it.
+
+1. Weight paths first: a DQ followed by Transpose/Reshape/Identity on a constant weight is folded
+   into the weight, BatchNormalization after a quantized conv is folded into it with the weight
+   Q/DQ recomputed, and quantized biases go back to float (``passes``).
+2. Then rounds: lint, plan the target placement (``passes.qdq_target``: the one policy of
+   ``trt.placement`` with the scales the model carries), and call the fix of every fixable finding
+   (or of the rules selected), each repairing the nodes and tensors its finding names. Repeat until
+   no fixable finding is left or a round changes nothing (at most ``MAX_ROUNDS``).
+3. A scale no neighbour carries is calibrated from ``calib`` data with the streaming observers of
+   ``quantize``; without data the repair needing it is skipped and listed.
+4. The caller's model and file are never changed; ``dry_run`` writes nothing; the output is written
+   atomically and is byte-deterministic.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import onnx
+import onnx_ir as ir
+
+from qdqkit.core.atomic import output_set
+from qdqkit.core.data import DataSource, open_data
+from qdqkit.core.errors import QdqkitError
+from qdqkit.core.gc_pause import paused_cyclic_gc
+from qdqkit.core.model_io import load_model, stage_model
+from qdqkit.core.shapes import ValueTypes
+from qdqkit.fixing.result import EngineFigures, FixAction, FixResult, Unfixed
+from qdqkit.linting import RULES, run_rules, summarize
+from qdqkit.linting.result import LintResult, RuleGroup
+from qdqkit.passes.float_bias import DequantizeBias
+from qdqkit.passes.fold_batchnorm_qdq import FoldBatchNormIntoQuantizedConv
+from qdqkit.passes.fold_weight_qdq_path import FoldDequantizedWeightPath
+from qdqkit.passes.name_nodes import NameUnnamedNodes
+from qdqkit.passes.qdq_target import QdqTarget, plan_target
+from qdqkit.passes.replace_qdq import end_session, start_session
+from qdqkit.rules import Finding, RuleUnit, rule, units_for
+from qdqkit.rules.model_context import LintContext
+from qdqkit.trt.engine import LayerKind
+from qdqkit.trt.engine_analysis import int8_conv_outputs
+from qdqkit.trt.predict import run_prediction
+from qdqkit.trt.versions import TARGETS, normalize_trt_version
+
+MAX_ROUNDS = 6
+_MIN_IR_VERSION = 7
+
+
+def fix(
+    model: str | os.PathLike[str] | onnx.ModelProto | ir.Model,
+    *,
+    output: str | os.PathLike[str] | None = None,
+    rules: Sequence[str] | None = None,
+    trt: str = "8.6",
+    target: str = "gpu",
+    calib: DataSource | None = None,
+    calib_batch: int | None = None,
+    calib_limit: int | None = None,
+    dry_run: bool = False,
+) -> FixResult:
+    """Repair ``model``'s Q/DQ placement (see the module docstring); with ``output`` (and not
+    ``dry_run``), write the repaired model there."""
+    with paused_cyclic_gc():
+        # Graph IR is millions of small linked objects: the collector would rescan them, alive,
+        # at every generation threshold, a cost that grows faster than the graph.
+        return _fix(model, output, rules, trt, target, calib, calib_batch, calib_limit, dry_run)
+
+
+def _fix(
+    model: str | os.PathLike[str] | onnx.ModelProto | ir.Model,
+    output: str | os.PathLike[str] | None,
+    rules: Sequence[str] | None,
+    trt: str,
+    target: str,
+    calib: DataSource | None,
+    calib_batch: int | None,
+    calib_limit: int | None,
+    dry_run: bool,
+) -> FixResult:
+    start = time.perf_counter()
+    trt = normalize_trt_version(trt)
+    if target not in TARGETS:
+        raise QdqkitError(f"unknown target '{target}': use one of {', '.join(TARGETS)}")
+    out_path = Path(output) if output is not None else None
+    if out_path is not None and out_path.suffix.lower() != ".onnx":
+        raise QdqkitError(f"{out_path}: the output must be an .onnx file")
+    fixers = _fixers(rules)
+    where, working, source_path = _load(model)
+    first, types = _check(working, trt, target)
+    before = _figures(first)
+    fixable_before = len(_fixable(first, fixers))
+    prepared = _prepare(working) if fixable_before or not rules else []
+    if prepared:
+        # Folding a weight path is not a placement repair: say so only when it changed something.
+        first, types = _check(working, trt, target)
+    actions: list[FixAction] = []
+    skipped: dict[str, None] = {}
+    calibrated: dict[str, float] = {}
+    rounds = 0
+    current = first
+    for _ in range(MAX_ROUNDS):
+        findings = _fixable(current, fixers)
+        if not findings:
+            break
+        rounds += 1
+        plan = plan_target(working, target=target, extra_scales=calibrated, types=types)
+        if plan.missing and calib is not None and not calibrated:
+            calibrated = _calibrate(plan, calib, calib_batch, calib_limit)
+            plan = plan_target(working, target=target, extra_scales=calibrated, types=types)
+        for tensors in plan.missing.values():
+            skipped[f"no scale for {', '.join(repr(t) for t in tensors[:4])}: nothing next to "
+                    "it carries one; give --calib data to compute it"] = None
+        session = start_session(working, plan, types=types)
+        changed = False
+        for finding in findings:
+            mark = len(session.log)
+            unit = fixers[finding.code]
+            assert unit.fix is not None
+            changed = unit.fix(finding, working) or changed
+            actions.append(FixAction(finding.code, rule(finding.code).name, finding.message,
+                                     tuple(session.log[mark:])))
+        end_session(working)
+        current, types = _check(working, trt, target)
+        if not changed:
+            break
+    if prepared or any(a.changes for a in actions):
+        # New scales and weights are initializers that are not graph inputs: IR version 4 on.
+        working.ir_version = max(working.ir_version or 0, _MIN_IR_VERSION)
+    left = _fixable(current, fixers)
+    reasons = list(skipped) or ["the target placement does not remove it"]
+    unfixed = [Unfixed(f.code, f.message, reasons[0]) for f in left]
+    result = FixResult(
+        source=where, output=None if dry_run or out_path is None else str(out_path),
+        dry_run=dry_run, trt=trt, target=target, rounds=rounds, prepared=prepared,
+        actions=actions, skipped=list(skipped), unfixed=unfixed, before=before,
+        after=_figures(current), fixable_before=fixable_before, fixable_after=len(left),
+        model=working,
+    )
+    if out_path is not None and not dry_run:
+        protected = (source_path,) if source_path is not None else ()
+        with output_set(protected) as outputs:
+            if source_path is not None and not result.changed and not _external(working):
+                # Nothing changed: the output is the input, byte for byte.
+                outputs.stage_bytes(out_path, source_path.read_bytes())
+            else:
+                stage_model(outputs, working, out_path)
+    result.seconds = time.perf_counter() - start
+    return result
+
+
+def _check(model: ir.Model, trt: str, target: str) -> tuple[LintResult, ValueTypes]:
+    """``lint`` without the latency comparison (no rule ``fix`` repairs reads it): the predicted
+    engine, every model rule's findings and the engine summary; and the value types the
+    prediction inferred, which planning the target needs too."""
+    prediction = run_prediction(model, trt=trt, target=target)
+    ctx = LintContext(prediction)
+    by_code: dict[str, list[Finding]] = {}
+    for finding in run_rules(ctx):
+        by_code.setdefault(finding.code, []).append(finding)
+    groups = [RuleGroup.of(r, by_code[r.code]) for r in RULES if r.code in by_code]
+    result = LintResult(model="", trt=prediction.trt, target=prediction.target,
+                        quantized=ctx.view.qdq_count > 0, groups=groups,
+                        summary=summarize(prediction.engine), engine=prediction.engine)
+    return result, prediction.facts.types
+
+
+def _external(model: ir.Model) -> bool:
+    return any(isinstance(v.const_value, ir.ExternalTensor)
+               for v in model.graph.initializers.values())
+
+
+def _fixers(selected: Sequence[str] | None) -> dict[str, RuleUnit]:
+    """The rule units whose fixes run, by code: every fixable rule, or those ``selected``."""
+    by_code = {code: unit for unit in units_for("model") if unit.fix is not None
+               for r in unit.rules if r.fixable for code in [r.code]}
+    if not selected:
+        return by_code
+    chosen: dict[str, RuleUnit] = {}
+    for text in selected:
+        found = rule(text)
+        if found.code not in by_code:
+            raise QdqkitError(f"rule {found.code} ({found.name}) has no fix: 'qdqkit rules' marks "
+                              "the fixable ones")
+        chosen[found.code] = by_code[found.code]
+    return chosen
+
+
+def _fixable(result: LintResult, fixers: dict[str, RuleUnit]) -> list[Finding]:
+    return [f for g in result.groups if g.code in fixers for f in g.findings]
+
+
+def _figures(result: LintResult) -> EngineFigures:
+    kinds = (LayerKind.CONVOLUTION, LayerKind.DECONVOLUTION)
+    convs = sum(1 for layer in result.engine.layers if layer.kind in kinds)
+    return EngineFigures.of(result.summary, int8_conv_outputs(result.engine), convs)
+
+
+def _prepare(model: ir.Model) -> list[str]:
+    """Rule 1 of the module docstring: the weight-path rewrites, each change described."""
+    NameUnnamedNodes()(model)
+    changes: list[str] = []
+    for rewrite in (FoldDequantizedWeightPath(), FoldBatchNormIntoQuantizedConv(),
+                    DequantizeBias()):
+        rewrite(model)
+        changes.extend(rewrite.changes)
+    return changes
+
+
+def _calibrate(plan: QdqTarget, data: DataSource, batch: int | None, limit: int | None
+               ) -> dict[str, float]:
+    """Scales for the groups no tensor or neighbour carries one for (rule 3)."""
+    from qdqkit.quantization.calibrate import calibrate_groups
+
+    assert plan.float_model is not None
+    proto = ir.serde.serialize_model(plan.float_model)
+    batches = open_data(data, proto, batch=batch, limit=limit)
+    calibrated = calibrate_groups(proto, plan.missing, batches, method="max", percentile=99.99)
+    return {name: calibrated.group_scales[group] for group, names in plan.missing.items()
+            if group in calibrated.group_scales for name in names}
+
+
+def _load(model: str | os.PathLike[str] | onnx.ModelProto | ir.Model
+          ) -> tuple[str, ir.Model, Path | None]:
+    if isinstance(model, ir.Model):
+        return "<in-memory model>", ir.serde.deserialize_model(ir.serde.serialize_model(model)), None
+    if isinstance(model, onnx.ModelProto):
+        return "<in-memory model>", ir.serde.deserialize_model(model), None
+    path = Path(model)
+    return str(path), load_model(path), path
+
+
+__all__ = ["FixResult", "fix"]

@@ -1,0 +1,41 @@
+"""DequantizeBias: quantized biases back to float.
+
+Rules:
+1. The bias input (index 2) of a Conv, ConvTranspose or Gemm produced by a DequantizeLinear of a
+   constant (onnxruntime's int32 bias, or a Q/DQ pair on a float bias) reads a float initializer
+   holding the dequantized values instead; the DQ (and its Q) go once nothing else reads them.
+2. TensorRT quantizes nothing but weights and activations: it computes biases in float anyway.
+"""
+
+from __future__ import annotations
+
+import onnx_ir as ir
+
+from qdqkit.core.qdq import node_label
+from qdqkit.passes.replace_qdq import dequantized_constant, dq_of_constant, remove_unused
+
+_BIASED = frozenset({"Conv", "ConvTranspose", "Gemm"})
+
+
+class DequantizeBias(ir.passes.InPlacePass):
+    def __init__(self) -> None:
+        super().__init__()
+        self.changes: list[str] = []
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        graph = model.graph
+        for node in list(graph):
+            if node.op_type not in _BIASED or len(node.inputs) < 3:
+                continue
+            bias = node.inputs[2]
+            dq = dq_of_constant(bias)
+            array = dequantized_constant(dq) if dq is not None else None
+            if bias is None or dq is None or array is None:
+                continue
+            floating = ir.Value(name=f"{bias.name}_float" if bias.name else None,
+                                const_value=ir.Tensor(array))
+            graph.register_initializer(floating)
+            node.replace_input_with(2, floating)
+            remove_unused(graph, dq)
+            self.changes.append(f"bias of '{node_label(node)}' back to float")
+        return ir.passes.PassResult(model, modified=bool(self.changes))

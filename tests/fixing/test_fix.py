@@ -1,0 +1,209 @@
+"""``fix`` on each producer's spelling and on real models: lint clean after, numerics kept."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnx_ir as ir
+import pytest
+
+from qdqkit.core.errors import QdqkitError
+from qdqkit.core.numerics import error_metrics
+from qdqkit.examples.graph import run_model
+from qdqkit.examples.resnet import resnet18_qdq
+from qdqkit.fixing import fix
+from qdqkit.linting import lint
+from tests.fixing import producers
+
+FIXABLE_LEFT_BY_POLICY = {
+    # The placement policy quantizes the Cast output of a float16 network input; lint wants the
+    # Q fused, which needs the Q on the float32 input instead (listed in the report, not fixed).
+    "modelopt": {"QDQ407"},
+}
+BUILT: dict[str, Callable[[], ir.Model]] = {
+    "modelopt": producers.modelopt,
+    "pytorch-quantization": producers.pytorch_quantization,
+    "nncf": producers.nncf,
+    "ppq": producers.ppq,
+    "tf-qat": producers.tf_qat,
+}
+
+
+def _fixable_codes(model: ir.Model | Path) -> set[str]:
+    return {g.code for g in lint(model).groups if g.fixable}
+
+
+def _feeds(model: ir.Model, seed: int = 0) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    feeds = {}
+    for value in model.graph.inputs:
+        if value.const_value is not None:
+            continue  # an initializer listed as an input (IR version 3)
+        shape = [d if isinstance(d, int) else 1 for d in value.shape or ()]
+        dtype = np.float16 if value.dtype == ir.DataType.FLOAT16 else np.float32
+        feeds[value.name or ""] = rng.standard_normal(shape).astype(dtype)
+    return feeds
+
+
+def _snr(model_a: ir.Model | Path, model_b: ir.Model | Path,
+         feeds: list[dict[str, np.ndarray]]) -> float:
+    refs = np.concatenate([run_model(model_a, f)[0].astype(np.float64).ravel() for f in feeds])
+    outs = np.concatenate([run_model(model_b, f)[0].astype(np.float64).ravel() for f in feeds])
+    return error_metrics(refs, outs).snr_db
+
+
+@pytest.mark.parametrize("producer", sorted(BUILT))
+def test_each_producer_is_lint_clean_after_fix_and_keeps_its_numerics(producer: str) -> None:
+    model = BUILT[producer]()
+    assert _fixable_codes(model), "the producer's spelling must give fix something to do"
+    result = fix(model)
+    assert result.model is not None and result.changed
+    left = {u.code for u in result.unfixed}
+    assert left == FIXABLE_LEFT_BY_POLICY.get(producer, set())
+    assert _fixable_codes(result.model) == left
+    assert result.after.reformats <= result.before.reformats
+    feeds = [_feeds(model, seed) for seed in range(2)]
+    assert _snr(model, result.model, feeds) >= 30.0
+
+
+def test_fix_names_what_it_changed_rule_by_rule_and_node_by_node() -> None:
+    result = fix(producers.nncf())
+    by_rule = result.by_rule()
+    # Every finding gets its fix called; a finding whose tensors an earlier fix already repaired
+    # records no change of its own.
+    assert {a.code for a in result.actions} == {"QDQ202", "QDQ203"} and "QDQ202" in by_rule
+    changes = [c for actions in by_rule.values() for a in actions for c in a.changes]
+    assert any(c.startswith("'c2_bn_out': Q/DQ for [add] -> [none]") for c in changes), changes
+    assert all(a.rule for actions in by_rule.values() for a in actions)
+    assert any(p.startswith("BatchNormalization 'c1_bn' folded") for p in result.prepared)
+
+
+def test_tf_qat_weight_paths_fold_and_requantize_chain_goes() -> None:
+    model = producers.tf_qat()
+    result = fix(model)
+    fixed = result.model
+    assert fixed is not None
+    assert not [n for n in fixed.graph if n.op_type in ("Transpose", "BatchNormalization")]
+    assert any("DQ -> Transpose folded" in p for p in result.prepared)
+    # The DQ -> Q chain with equal scales became one pair.
+    quantizers = [n for n in fixed.graph if n.op_type == "QuantizeLinear"
+                  and n.inputs[0] is not None and n.inputs[0].const_value is None]
+    assert len(quantizers) == 2
+    assert _snr(model, fixed, [_feeds(model)]) >= 30.0
+
+
+def test_missing_scale_is_skipped_without_data_and_calibrated_with_it() -> None:
+    model = producers.needs_calibration()
+    assert "QDQ101" in _fixable_codes(model)
+    without = fix(model)
+    assert [u.code for u in without.unfixed] == ["QDQ101"]
+    assert without.skipped and "--calib" in without.skipped[0]
+    assert without.exit_code == 1
+    calibrated = fix(model, calib="random", calib_limit=2)
+    assert calibrated.skipped == [] and calibrated.after.int8_mac_share == 1.0
+    assert "QDQ101" not in _fixable_codes(calibrated.model)  # type: ignore[arg-type]
+    # The Q after the Tanh stays a standalone Reformat: nothing it could fuse into runs INT8.
+    assert {u.code for u in calibrated.unfixed} <= {"QDQ407"}
+
+
+def test_pytorch_quantization_plain_qat_resnet18_reaches_the_qgap_engine_with_calibration(
+) -> None:
+    plain = fix(resnet18_qdq("qat", batch=1), calib="random", calib_limit=1)
+    canonical = lint(ir.serde.deserialize_model(resnet18_qdq("qat-residual-qgap", batch=1)))
+    assert plain.unfixed == []
+    assert plain.after.reformats == canonical.summary.reformats == 1
+    assert plain.after.int8_output_layers == canonical.summary.int8_output_layers
+
+
+@pytest.fixture(scope="module")
+def ort_trt(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    return producers.ort_resnet18(tmp_path_factory.mktemp("ort"), "trt")
+
+
+def test_onnxruntime_resnet18_reaches_the_qat_residual_qgap_engine(
+    ort_trt: tuple[Path, Path], tmp_path: Path
+) -> None:
+    float_path, qdq_path = ort_trt
+    before = lint(qdq_path)
+    assert sum(len(g.findings) for g in before.groups if g.fixable) > 20
+    out = tmp_path / "fixed.onnx"
+    result = fix(qdq_path, output=out)
+    assert result.unfixed == [] and _fixable_codes(out) == set()
+    canonical = lint(ir.serde.deserialize_model(resnet18_qdq("qat-residual-qgap", batch=1)))
+    engine = lint(out).engine
+    from qdqkit.trt.engine_analysis import int8_conv_outputs
+
+    assert result.after.reformats == canonical.summary.reformats == 1
+    assert int8_conv_outputs(engine) == int8_conv_outputs(canonical.engine) == 20
+    assert result.after.int8_output_layers == canonical.summary.int8_output_layers == 21
+    assert result.before.reformats > 1
+    photos = [{"input": p[None]} for p in producers.photos()]
+    assert _snr(qdq_path, out, photos) >= 30.0
+    original_vs_float = _snr(float_path, qdq_path, photos)
+    fixed_vs_float = _snr(float_path, out, photos)
+    assert fixed_vs_float >= original_vs_float - 0.1
+
+
+def test_fix_is_idempotent_and_byte_deterministic(ort_trt: tuple[Path, Path],
+                                                  tmp_path: Path) -> None:
+    _, qdq_path = ort_trt
+    first, second, again = tmp_path / "a.onnx", tmp_path / "b.onnx", tmp_path / "c.onnx"
+    fix(qdq_path, output=first)
+    fix(qdq_path, output=second)
+    assert first.read_bytes() == second.read_bytes()
+    result = fix(first, output=again)
+    assert result.nothing_to_fix and not result.changed and result.exit_code == 0
+    assert again.read_bytes() == first.read_bytes()
+
+
+def test_onnxruntime_default_preset_is_fixed_or_refused_by_name(tmp_path: Path) -> None:
+    _, qdq_path = producers.ort_resnet18(tmp_path, "default")
+    try:
+        run_model(qdq_path, {"input": producers.photos()[:1]})
+    except Exception:
+        # Some onnxruntime versions write per-channel weight scales without their axis: a model
+        # the spec (and onnxruntime itself) rejects. fix names the node instead of guessing.
+        with pytest.raises(QdqkitError, match=r"DequantizeLinear '.*weight.*' .* ONNX spec"):
+            fix(qdq_path)
+        return
+    result = fix(qdq_path)
+    assert result.unfixed == []
+
+
+@pytest.mark.parametrize("name", ["mnist_ort_qdq.onnx", "mnist_ort_qdq_wqdq.onnx",
+                                  "ultraface_ort_qdq.onnx", "torch_fq_qat.onnx"])
+def test_real_quantized_fixtures_are_lint_clean_after_fix(name: str) -> None:
+    path = producers.FIXTURES / "translate" / name
+    result = fix(path)
+    assert result.fixable_before > 0
+    assert result.unfixed == [] and result.model is not None
+    assert _fixable_codes(result.model) == set()
+    assert result.after.reformats < result.before.reformats
+    model = ir.load(path)
+    assert _snr(path, result.model, [_feeds(model, s) for s in range(2)]) >= 30.0
+
+
+def test_selected_rules_only_and_unfixable_rule_refused() -> None:
+    model = producers.nncf()
+    result = fix(model, rules=["QDQ203"])
+    assert set(result.by_rule()) <= {"QDQ203"}
+    with pytest.raises(QdqkitError, match=r"QDQ501 .* has no fix"):
+        fix(model, rules=["float-model"])
+
+
+def test_the_callers_model_is_never_changed() -> None:
+    model = producers.nncf()
+    before = ir.serde.serialize_model(model).SerializeToString()
+    fix(model)
+    assert ir.serde.serialize_model(model).SerializeToString() == before
+
+
+def test_a_float_model_has_nothing_to_fix(tmp_path: Path) -> None:
+    path = producers.FIXTURES / "translate" / "mnist.onnx"
+    result = fix(path, output=tmp_path / "out.onnx")
+    assert result.nothing_to_fix and result.exit_code == 0
+    assert (tmp_path / "out.onnx").read_bytes() == path.read_bytes()
+    assert onnx.load(tmp_path / "out.onnx") is not None

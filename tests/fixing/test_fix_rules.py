@@ -1,0 +1,68 @@
+"""Each remaining fixable rule on a small model: the finding is there before ``fix`` and gone after,
+for the GPU and for DLA, with the outputs kept."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import onnx_ir as ir
+import pytest
+
+from qdqkit.core.numerics import error_metrics
+from qdqkit.examples.graph import GraphBuilder, run_model
+from qdqkit.fixing import fix
+from qdqkit.linting import lint
+
+
+def _stem(g: GraphBuilder) -> str:
+    x = g.input("x", [1, 32, 16, 16])
+    return g.node("Relu", [g.conv(g.qdq(x, 0.05, name="in"), 32, 32, name="c0")], name="r0")
+
+
+def qdq_between_pad_and_conv() -> ir.Model:
+    g = GraphBuilder("pad", seed=1)
+    pads = g.const(np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64))
+    p = g.node("Pad", [_stem(g), pads], name="pad")
+    y = g.node("Conv", [g.qdq(p, 0.05, name="padq"), g.weight((32, 32, 3, 3), name="w1")],
+               name="c1", kernel_shape=[3, 3])
+    g.output(g.node("Relu", [y], name="r1"))
+    return g.ir()
+
+
+def maxpool_scale_mismatch() -> ir.Model:
+    g = GraphBuilder("maxpool", seed=2)
+    y = g.node("MaxPool", [g.qdq(_stem(g), 0.04, name="before")], name="mp", kernel_shape=[2, 2],
+               strides=[2, 2])
+    g.output(g.node("Relu", [g.conv(g.qdq(y, 0.06, name="after"), 32, 32, name="c1")]))
+    return g.ir()
+
+
+def several_q_on_one_tensor() -> ir.Model:
+    g = GraphBuilder("several", seed=3)
+    y = _stem(g)
+    a = g.conv(g.qdq(y, 0.04, name="qa"), 32, 32, name="ca")
+    b = g.conv(g.qdq(y, 0.05, name="qb"), 32, 32, name="cb")
+    g.output(g.node("Add", [g.node("Relu", [a]), g.node("Relu", [b])], name="add"))
+    return g.ir()
+
+
+CASES: dict[str, tuple[Callable[[], ir.Model], str]] = {
+    "pad": (qdq_between_pad_and_conv, "QDQ107"),
+    "maxpool": (maxpool_scale_mismatch, "QDQ303"),
+    "several": (several_q_on_one_tensor, "QDQ404"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+@pytest.mark.parametrize("target", ["gpu", "dla"])
+def test_the_finding_goes_and_the_outputs_stay(case: str, target: str) -> None:
+    build, code = CASES[case]
+    model = build()
+    assert code in lint(model, target=target).codes()
+    result = fix(model, target=target)
+    assert result.model is not None and result.unfixed == []
+    assert code not in lint(result.model, target=target).codes()
+    x = {"x": np.random.default_rng(0).standard_normal((1, 32, 16, 16)).astype(np.float32)}
+    snr = error_metrics(run_model(model, x)[0], run_model(result.model, x)[0]).snr_db
+    assert snr >= 30.0
