@@ -76,7 +76,47 @@ def test_every_reporting_command_takes_json(argv: list[str]) -> None:
 def test_data_options() -> None:
     parser = build_parser()
     args = parser.parse_args(["verify", "m.onnx", "dir"])
-    assert DataArgs().parse(args) == DataOptions(inputs=None, samples=4, seed=0)
+    assert DataArgs().parse(args) == DataOptions(
+        source=None, preprocess=None, shapes=None, batch=None, limit=None, samples=4, seed=0)
     args = parser.parse_args(["verify", "m.onnx", "dir", "--inputs", "x.npz", "--samples", "2",
                               "--seed", "7"])
-    assert DataArgs().parse(args) == DataOptions(inputs="x.npz", samples=2, seed=7)
+    assert DataArgs().parse(args) == DataOptions(
+        source="x.npz", preprocess=None, shapes=None, batch=None, limit=None, samples=2, seed=7)
+
+
+@pytest.mark.parametrize("command", [
+    ["verify", "m.onnx", "dir"], ["quantize", "m.onnx", "-o", "q.onnx"],
+    ["fix", "m.onnx", "-o", "f.onnx"], ["compare", "f.onnx", "q.onnx"], ["profile", "m.onnx"],
+])
+def test_every_command_that_runs_a_model_takes_the_same_data_flags(command: list[str]) -> None:
+    parser = build_parser()
+    args = parser.parse_args([*command, "--data", "imgs", "--preprocess", "size=32x32",
+                              "--batch", "2", "--limit", "5", "--seed", "3"])
+    options = DataArgs().parse(args)
+    assert (options.source, options.preprocess, options.batch, options.limit, options.seed) == (
+        "imgs", "size=32x32", 2, 5, 3)
+    random = DataArgs().parse(parser.parse_args(
+        [*command, "--data", "random", "--shapes", "x:1x3x8x8", "--samples", "6"]))
+    assert random.shapes == {"x": (1, 3, 8, 8)} and random.samples == 6
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--data", "x.npz", "--shapes", "x:1x3"], "--shapes sizes random inputs"),
+    (["--preprocess", "size=8x8"], "--preprocess reads images"),
+    (["--data", "x.npz", "--batch", "0"], "--batch must be at least 1"),
+    (["--data", "random", "--shapes", "x:1xz"], "--shapes entry"),
+])
+def test_bad_data_flags_are_one_line_errors(flags: list[str], message: str) -> None:
+    from qdqkit.core.errors import QdqkitError
+
+    args = build_parser().parse_args(["compare", "f.onnx", "q.onnx", *flags])
+    with pytest.raises(QdqkitError, match=message):
+        DataArgs().parse(args)
+
+
+def test_the_command_spellings_of_data_are_kept() -> None:
+    parser = build_parser()
+    assert parser.parse_args(["quantize", "m.onnx", "-o", "q.onnx", "--calib", "d",
+                              "--calib-limit", "4"]).limit == 4
+    assert parser.parse_args(["quantize", "m.onnx", "-o", "q.onnx", "--calib", "d"]).data == "d"
+    assert parser.parse_args(["verify", "m.onnx", "dir", "--inputs", "x.npz"]).data == "x.npz"

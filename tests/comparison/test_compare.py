@@ -14,8 +14,8 @@ from onnx.reference import ReferenceEvaluator
 
 from qdqkit.cli import main
 from qdqkit.comparison import compare
-from qdqkit.comparison.whatif import read_fallback
 from qdqkit.core.errors import QdqkitError
+from qdqkit.core.node_list import read_node_list as read_fallback
 from tests.comparison.models import float_and_quant, small_net
 
 BAD_TENSOR = "body1_relu_out"  # the input of body2, given a scale 64x too small

@@ -308,3 +308,28 @@ def test_smooth_quant_recovers_outlier_channels() -> None:
     assert smoothed.model is not None and plain.model is not None
     gain = _snr_db(reference, smoothed.model, held) - _snr_db(reference, plain.model, held)
     assert gain > 5.0  # measured 22.2 dB -> 31.6 dB
+
+
+def test_the_cli_keeps_float_the_nodes_of_an_exclude_from_list(tmp_path: Path) -> None:
+    """`compare --fallback` writes the list; `quantize --exclude-from` reads it back."""
+    from qdqkit.cli import main
+
+    builder = resnet()
+    source = builder.save(tmp_path / "resnet.onnx")
+    np.save(tmp_path / "calib.npy", np.concatenate(
+        [b[next(iter(b))] for b in calibration_batches(builder, 4)]))
+    plain = tmp_path / "plain.onnx"
+    assert main(["quantize", str(source), "-o", str(plain), "--calib", str(tmp_path / "calib.npy"),
+                 "--json"]) in (0, 1)
+    quantized = [w["node"] for w in json.loads((tmp_path / "plain.quant.json").read_text())[
+        "weighted"] if w["quantized"]]
+    assert len(quantized) >= 2
+    listed = tmp_path / "fallback.txt"
+    listed.write_text(f"# nodes to keep float, best first\n{quantized[0]}\n\n{quantized[1]}\n")
+    out = tmp_path / "out.onnx"
+    assert main(["quantize", str(source), "-o", str(out), "--calib", str(tmp_path / "calib.npy"),
+                 "--exclude-from", str(listed), "--json"]) in (0, 1)
+    report = {w["node"]: w for w in json.loads((tmp_path / "out.quant.json").read_text())[
+        "weighted"]}
+    assert not report[quantized[0]]["quantized"] and not report[quantized[1]]["quantized"]
+    assert all(report[name]["quantized"] for name in quantized[2:])

@@ -15,8 +15,9 @@ import onnx_ir as ir
 import pytest
 
 from qdqkit.core.errors import QdqkitError
+from qdqkit.core.shape_spec import parse_shapes
 from qdqkit.examples.resnet import resnet18_qdq
-from qdqkit.linting.latency import float_build, parse_shapes
+from qdqkit.linting.latency import float_build
 from qdqkit.trt.cost_model import FITTED, estimate_latency, layer_macs, time_layer
 from qdqkit.trt.engine import EngineGraph, EngineLayer, EngineTensor, LayerKind, Precision
 from qdqkit.trt.engine_json import read_engine_graph
@@ -122,6 +123,6 @@ def test_gpu_table_and_lookup() -> None:
 
 def test_shapes_spelling_of_trtexec() -> None:
     assert parse_shapes("input:32x3x224x224, mask:32x128") == {
-        "input": [32, 3, 224, 224], "mask": [32, 128]}
+        "input": (32, 3, 224, 224), "mask": (32, 128)}
     with pytest.raises(QdqkitError, match="--shapes"):
         parse_shapes("input:32xbad")

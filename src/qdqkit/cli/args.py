@@ -140,108 +140,92 @@ class OutputArgs(ArgGroup[str | None]):
 
 @dataclass(frozen=True)
 class DataOptions:
-    """Where the values fed to a model come from: a file, else seeded random samples."""
+    """The data a command runs a model on, as the user gave it; ``qdqkit.core.data`` reads it."""
 
-    inputs: str | None  # .npy (one-input models) or .npz with one array per model input
-    samples: int
+    source: str | None  # a .npy, a .npz, a folder of them or of images, 'random', or None
+    preprocess: str | None  # image preprocessing spec; ``core.data_specs.parse_preprocess`` reads it
+    shapes: dict[str, tuple[int, ...]] | None  # full input shapes for random dynamic dimensions
+    batch: int | None
+    limit: int | None
+    samples: int  # how many random samples
     seed: int
-    shapes: dict[str, tuple[int, ...]] | None = None  # full input shapes for dynamic dimensions
 
+    def request(self) -> Any:
+        """A ``core.data.DataRequest`` for the data, or None when none was given.
 
-def parse_shapes(texts: Sequence[str]) -> dict[str, tuple[int, ...]]:
-    """trtexec's spelling: ``name:1x3x224x224,other:1x10`` (the flag may also be repeated)."""
-    shapes: dict[str, tuple[int, ...]] = {}
-    for text in texts:
-        for entry in filter(None, (part.strip() for part in text.split(","))):
-            name, sep, dims = entry.rpartition(":")
-            try:
-                shape = tuple(int(d) for d in dims.split("x"))
-            except ValueError:
-                shape = ()
-            if not sep or not name or not shape or any(d < 1 for d in shape):
-                raise QdqkitError(
-                    f"--shapes entry {entry!r} is not 'input:DxDx...' with positive dimensions "
-                    "(trtexec's spelling, e.g. images:1x3x640x640)"
-                )
-            if name in shapes:
-                raise QdqkitError(f"--shapes gives input '{name}' twice")
-            shapes[name] = shape
-    return shapes
+        'random' reads ``--samples`` samples (or ``--limit``).
+        """
+        if self.source is None:
+            return None
+        from qdqkit.core.data import DataRequest
+
+        limit = self.limit if self.source != "random" else (self.limit or self.samples)
+        return DataRequest(self.source, batch=self.batch, limit=limit, shapes=self.shapes,
+                           preprocess=self.preprocess_spec(), seed=self.seed)
+
+    def preprocess_spec(self) -> Any:
+        """The parsed ``--preprocess`` (a ``core.images.Preprocess``), or None."""
+        if self.preprocess is None:
+            return None
+        from qdqkit.core.data_specs import parse_preprocess
+
+        return parse_preprocess(self.preprocess)
 
 
 class DataArgs(ArgGroup[DataOptions]):
-    """``--inputs FILE``, ``--samples N``, ``--seed S``: the data a model is run on.
+    """``--data DATA``, ``--preprocess``, ``--shapes``, ``--batch``, ``--limit``, ``--samples``,
+    ``--seed``: the data a model is run on, with the same flags in every command that runs one
+    (``verify``, ``quantize``, ``fix``, ``compare``, ``profile``).
 
-    One group for every command that runs a model on data (verify today; quantize and compare
-    next), so ``--calib``/``--data`` are added here, once, when they come.
+    ``aliases`` keep a command's own spelling of ``--data`` (``quantize --calib``,
+    ``verify --inputs``); ``limit_alias`` likewise (``--calib-limit``).
     """
 
-    def __init__(self, samples: int = 4) -> None:
+    def __init__(self, *, samples: int = 4, aliases: Sequence[str] = (),
+                 limit_alias: str | None = None, title: str = "input data") -> None:
         self.samples = samples
+        self.aliases = tuple(aliases)
+        self.limit_alias = limit_alias
+        self.title = title
 
     def add_to(self, parser: argparse.ArgumentParser) -> None:
-        group = parser.add_argument_group("input data")
-        group.add_argument("--inputs", metavar="FILE",
-                           help=".npy (one-input models) or .npz with one array per model input, "
-                           "samples on axis 0 (optional; default: seeded random samples)")
+        group = parser.add_argument_group(self.title)
+        group.add_argument("--data", *self.aliases, dest="data", metavar="DATA",
+                           help=".npy (one input, samples on axis 0), .npz (one array per input), "
+                           "a folder of them or of images (with --preprocess), or 'random' "
+                           "(seeded samples sized and ranged from the model)")
+        group.add_argument("--preprocess", metavar="SPEC",
+                           help="images: 'size=224x224,mean=0.485/0.456/0.406,std=0.229/0.224/"
+                           "0.225,order=RGB,layout=NCHW,scale=1/255' (every key optional)")
         group.add_argument("--shapes", action="append", default=[], metavar="SHAPES",
                            help="shapes of random inputs with dynamic dimensions, trtexec's "
                            "spelling: name:1x3x640x640,other:1x10")
+        group.add_argument("--batch", type=int, metavar="N",
+                           help="samples per inference (default: the model's batch, else 1)")
+        limit = ["--limit", *([self.limit_alias] if self.limit_alias else [])]
+        group.add_argument(*limit, dest="limit", type=int, metavar="N",
+                           help="use at most N samples of the data")
         group.add_argument("--samples", type=int, default=self.samples, metavar="N",
                            help=f"random samples (default {self.samples})")
         group.add_argument("--seed", type=int, default=0, metavar="S",
-                           help="seed of the random inputs (default 0)")
+                           help="seed of the random samples (default 0)")
 
     def parse(self, args: argparse.Namespace) -> DataOptions:
+        from qdqkit.core.shape_spec import parse_shapes
+
         shapes = parse_shapes(args.shapes) or None
-        if shapes and args.inputs:
-            raise QdqkitError("--shapes sizes random inputs; an --inputs file brings its own shapes")
-        return DataOptions(inputs=args.inputs, samples=int(args.samples), seed=int(args.seed),
-                           shapes=shapes)
-
-
-@dataclass(frozen=True)
-class CalibOptions:
-    """Calibration data as the user gave it; ``qdqkit.core.data.open_data`` reads it."""
-
-    calib: str | None
-    preprocess: str | None
-    shapes: str | None
-    batch: int | None
-    limit: int | None
-    seed: int
-
-
-class CalibArgs(ArgGroup[CalibOptions]):
-    """``--calib DATA``, ``--preprocess SPEC``, ``--shapes SPEC``, ``--batch N``, ``--calib-limit N``.
-
-    The calibration data of ``quantize`` (and ``compare`` next): a .npy, a .npz, a folder of
-    them or of images, or ``random``. Specs stay strings here; ``qdqkit.core.data_specs`` parses
-    them, so building the parser imports nothing heavy.
-    """
-
-    def add_to(self, parser: argparse.ArgumentParser) -> None:
-        group = parser.add_argument_group("calibration data")
-        group.add_argument("--calib", metavar="DATA",
-                           help=".npy (one input, samples on axis 0), .npz (keys = input names), a "
-                           "folder of them or of images (with --preprocess), or 'random' "
-                           "(meaningless scales, recorded as such)")
-        group.add_argument("--preprocess", metavar="SPEC",
-                           help="image preprocessing, e.g. 'size=224x224,mean=0.485/0.456/0.406,"
-                           "std=0.229/0.224/0.225,order=RGB,layout=NCHW,scale=1/255'")
-        group.add_argument("--shapes", metavar="SPEC",
-                           help="input shapes for random data with dynamic dimensions, e.g. "
-                           "'images:1x3x640x640'")
-        group.add_argument("--batch", type=int, metavar="N",
-                           help="samples per inference (default: the model's batch, else 1)")
-        group.add_argument("--calib-limit", type=int, metavar="N",
-                           help="use at most N samples")
-        group.add_argument("--seed", type=int, default=0, metavar="S",
-                           help="seed of random data (default 0)")
-
-    def parse(self, args: argparse.Namespace) -> CalibOptions:
-        return CalibOptions(args.calib, args.preprocess, args.shapes, args.batch,
-                            args.calib_limit, int(args.seed))
+        source = args.data
+        if shapes and source not in (None, "random"):
+            raise QdqkitError("--shapes sizes random inputs; a data file brings its own shapes")
+        if args.preprocess and source in (None, "random"):
+            raise QdqkitError("--preprocess reads images: give a folder of them with --data")
+        for flag, value in (("--batch", args.batch), ("--limit", args.limit),
+                            ("--samples", args.samples)):
+            if value is not None and value < 1:
+                raise QdqkitError(f"{flag} must be at least 1, not {value}")
+        return DataOptions(source=source, preprocess=args.preprocess, shapes=shapes,
+                           batch=args.batch, limit=args.limit, samples=int(args.samples),
+                           seed=int(args.seed))
 
 
 def add_groups(parser: argparse.ArgumentParser, *groups: ArgGroup[Any]) -> None:

@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 from qdqkit.cli.args import DataArgs, JsonArgs, OutputArgs, TrtArgs, add_groups
-from qdqkit.core.errors import QdqkitError
 from qdqkit.report.json_output import print_json
 from qdqkit.report.text import table
 
@@ -33,14 +32,6 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("float_model", help="the float ONNX model")
     parser.add_argument("quant_model", help="the Q/DQ ONNX model made from it")
-    parser.add_argument("--data", metavar="DATA",
-                        help="inputs: a .npy (one-input models), a .npz (one array per input), "
-                        "or a folder of them; samples on axis 0 (default: seeded random inputs "
-                        "shaped and ranged from the model, which the report says)")
-    parser.add_argument("--limit", type=int, metavar="N",
-                        help="use at most N samples of the data (--samples counts random ones)")
-    parser.add_argument("--batch", type=int, metavar="N", help="samples per run (default: the "
-                        "model's batch size, else 1)")
     parser.add_argument("--views", default="graph,layer", metavar="V",
                         help="graph, layer or graph,layer (default)")
     parser.add_argument("--what-if", type=int, default=24, metavar="N",
@@ -64,15 +55,11 @@ def run(args: argparse.Namespace) -> int:
     from qdqkit.comparison.whatif import write_fallback
 
     data = DATA.parse(args)
-    if args.data and data.inputs:
-        raise QdqkitError("give the data once: --data or --inputs, not both")
-    source = args.data or data.inputs
-    sample_limit = data.samples if source is None else args.limit
     views = [v.strip() for v in str(args.views).split(",") if v.strip()]
     inputs = (Path(args.float_model), Path(args.quant_model))
     result = compare(
-        args.float_model, args.quant_model, source, samples=sample_limit, batch=args.batch,
-        seed=data.seed, views=views, what_if=max(0, args.what_if),
+        args.float_model, args.quant_model, data.request(), samples=data.limit or data.samples,
+        batch=data.batch, seed=data.seed, views=views, what_if=max(0, args.what_if),
         what_if_samples=max(1, args.what_if_samples), class_axis=args.class_axis,
         trt=TRT.parse(args),
     )

@@ -169,7 +169,8 @@ def _side(files: EngineFiles, args: argparse.Namespace) -> EngineGraph:
         model: Any = files.graph
         if latency.shapes:
             from qdqkit.core.model_io import load_model
-            from qdqkit.linting.latency import apply_shapes, parse_shapes
+            from qdqkit.core.shape_spec import parse_shapes
+            from qdqkit.linting.latency import apply_shapes
 
             model = load_model(files.graph)
             apply_shapes(model, parse_shapes(latency.shapes))

@@ -5,11 +5,13 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from qdqkit.cli.args import CalibArgs, JsonArgs, OutputArgs, TargetArgs, TrtArgs, add_groups
+from qdqkit.cli.args import DataArgs, JsonArgs, OutputArgs, TargetArgs, TrtArgs, add_groups
 from qdqkit.core.errors import QdqkitError
 from qdqkit.report.json_output import print_json
 
-TRT, TARGET, JSON, CALIB = TrtArgs(), TargetArgs(), JsonArgs(), CalibArgs()
+TRT, TARGET, JSON = TrtArgs(), TargetArgs(), JsonArgs()
+DATA = DataArgs(samples=8, aliases=("--calib",), limit_alias="--calib-limit",
+                title="calibration data (for a scale no neighbour carries)")
 OUTPUT = OutputArgs("the repaired model (.onnx); required unless --dry-run")
 _SHOWN = 8
 
@@ -30,7 +32,7 @@ def register(subparsers: Any) -> None:
                         "(default: every fixable rule)")
     parser.add_argument("--dry-run", action="store_true",
                         help="print the plan and what would change; write nothing")
-    add_groups(parser, CALIB, TRT, TARGET, JSON)
+    add_groups(parser, DATA, TRT, TARGET, JSON)
     parser.set_defaults(run=run)
 
 
@@ -41,11 +43,10 @@ def run(args: argparse.Namespace) -> int:
     if output is None and not args.dry_run:
         raise QdqkitError("give -o OUT.onnx for the repaired model, or --dry-run to only see "
                           "what would change")
-    calib = CALIB.parse(args)
+    data = DATA.parse(args)
     rules = [c.strip() for c in args.rules.split(",") if c.strip()] if args.rules else None
     result = fix(args.model, output=output, rules=rules, trt=TRT.parse(args),
-                 target=TARGET.parse(args), calib=calib.calib, calib_batch=calib.batch,
-                 calib_limit=calib.limit, dry_run=args.dry_run)
+                 target=TARGET.parse(args), calib=data.request(), dry_run=args.dry_run)
     if JSON.parse(args):
         print_json(result.to_json())
     else:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from qdqkit.cli.args import JsonArgs, add_groups, parse_shapes
+from qdqkit.cli.args import JsonArgs, add_groups
 from qdqkit.report.json_output import print_json
 from qdqkit.report.text import table
 
@@ -29,6 +29,7 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from qdqkit.core.shape_spec import parse_shapes
     from qdqkit.inspection import inspect_model
 
     result = inspect_model(args.model, shapes=parse_shapes(args.shapes) or None)

@@ -1,8 +1,9 @@
 """``qdqkit profile MODEL [--data DATA] [--runs N] [-o trace.json] [--json]``.
 
 ``MODEL`` is an ONNX model (timed node by node on onnxruntime CPU) or a trtexec JSON export
-(``--exportTimes`` or ``*.profile.metadata.json``: host or device bound). Flags of its own:
-``--data``, ``--runs``, ``--batch``, ``--optimized``, ``--top``.
+(``--exportTimes`` or ``*.profile.metadata.json``: host or device bound). The data options are
+the shared ones (``--data``, ``--preprocess``, ``--shapes``, ``--batch``, ...); its own flags are
+``--runs``, ``--optimized``, ``--top``.
 """
 
 from __future__ import annotations
@@ -11,11 +12,11 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from qdqkit.cli.args import JsonArgs, OutputArgs, add_groups
+from qdqkit.cli.args import DataArgs, JsonArgs, OutputArgs, add_groups
 from qdqkit.report.json_output import print_json
 from qdqkit.report.text import macs, milliseconds, share, table
 
-JSON = JsonArgs()
+JSON, DATA = JsonArgs(), DataArgs(samples=1)
 OUTPUT = OutputArgs("write a Chrome trace (JSON) that Perfetto and chrome://tracing open")
 
 
@@ -30,17 +31,14 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("model", help="an .onnx model, or a trtexec --exportTimes JSON or "
                         "profile.metadata.json")
-    parser.add_argument("--data", metavar="DATA", help="a .npy/.npz (or folder) whose first "
-                        "batch is fed (default: seeded random inputs shaped from the model)")
     parser.add_argument("--runs", type=int, default=10, metavar="N",
                         help="timed runs after one warm-up (default 10)")
-    parser.add_argument("--batch", type=int, metavar="N", help="samples per run")
     parser.add_argument("--optimized", action="store_true",
                         help="let onnxruntime fuse nodes (its default in deployment); node "
                         "names then follow its fused kernels")
     parser.add_argument("--top", type=int, default=15, metavar="N",
                         help="nodes listed (default 15)")
-    add_groups(parser, OUTPUT, JSON)
+    add_groups(parser, DATA, OUTPUT, JSON)
     parser.set_defaults(run=run)
 
 
@@ -56,7 +54,8 @@ def run(args: argparse.Namespace) -> int:
         return 0
     from qdqkit.profiling import profile_model
 
-    result = profile_model(args.model, args.data, runs=args.runs, batch=args.batch,
+    data = DATA.parse(args)
+    result = profile_model(args.model, data.request(), runs=args.runs, batch=data.batch,
                            optimized=args.optimized, trace=OUTPUT.parse(args))
     if JSON.parse(args):
         print_json(result)

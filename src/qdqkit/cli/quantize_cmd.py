@@ -6,12 +6,14 @@ import argparse
 from collections import Counter
 from typing import Any
 
-from qdqkit.cli.args import CalibArgs, JsonArgs, OutputArgs, TargetArgs, TrtArgs, add_groups
+from qdqkit.cli.args import DataArgs, JsonArgs, OutputArgs, TargetArgs, TrtArgs, add_groups
 from qdqkit.core.errors import QdqkitError
 from qdqkit.report.json_output import print_json
 from qdqkit.report.text import macs, table
 
-TRT, TARGET, JSON, CALIB = TrtArgs(" and build", default="11"), TargetArgs(), JsonArgs(), CalibArgs()
+TRT, TARGET, JSON = TrtArgs(" and build", default="11"), TargetArgs(), JsonArgs()
+DATA = DataArgs(samples=8, aliases=("--calib",), limit_alias="--calib-limit",
+                title="calibration data")
 OUTPUT = OutputArgs("the quantized model (.onnx); OUT.quant.json is written beside it",
                     required=True)
 _SHOWN = 12
@@ -27,7 +29,7 @@ def register(subparsers: Any) -> None:
         "input.",
     )
     parser.add_argument("model", help="the float ONNX model")
-    add_groups(parser, OUTPUT, CALIB)
+    add_groups(parser, OUTPUT, DATA)
     options = parser.add_argument_group("quantization")
     options.add_argument("--method", default="auto",
                          choices=("max", "percentile", "entropy", "mse", "auto"),
@@ -41,6 +43,9 @@ def register(subparsers: Any) -> None:
     options.add_argument("--exclude", action="append", default=[], metavar="NAME",
                          help="keep float: a node name, a glob of names or an op type "
                          "(repeatable, or comma-separated)")
+    options.add_argument("--exclude-from", action="append", default=[], metavar="FILE",
+                         help="keep float every node listed in FILE: one name, glob or op type "
+                         "per line, '#' starts a comment (the list 'compare --fallback' writes)")
     options.add_argument("--per-tensor-weights", action="store_true",
                          help="one scale per weight instead of one per output channel")
     options.add_argument("--smooth-quant", nargs="?", type=float, const=0.5, default=None,
@@ -52,25 +57,26 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from qdqkit.core.data_specs import parse_preprocess, parse_shapes
+    from qdqkit.core.node_list import read_node_list
     from qdqkit.quantization import quantize
 
-    calib = CALIB.parse(args)
-    if calib.calib is None:
+    data = DATA.parse(args)
+    if data.source is None:
         raise QdqkitError(
             "no calibration data: give --calib with a .npy, a .npz, a folder of them or of "
             "images, or --calib random (scales meaningless for accuracy)"
         )
     exclude = [p.strip() for item in args.exclude for p in item.split(",") if p.strip()]
+    exclude += [name for path in args.exclude_from for name in read_node_list(path)]
     as_json = JSON.parse(args)
     result = quantize(
-        args.model, calib.calib, output=OUTPUT.given(args), method=args.method,
+        args.model, data.source, output=OUTPUT.given(args), method=args.method,
         percentile=args.percentile, trt=TRT.parse(args), target=TARGET.parse(args),
         high_precision=args.high_precision, exclude=exclude,
-        per_tensor_weights=args.per_tensor_weights, batch=calib.batch, calib_limit=calib.limit,
-        shapes=parse_shapes(calib.shapes) if calib.shapes else None,
-        preprocess=parse_preprocess(calib.preprocess) if calib.preprocess else None,
-        seed=calib.seed, progress=None if not as_json else False,
+        per_tensor_weights=args.per_tensor_weights, batch=data.batch,
+        calib_limit=data.limit if data.source != "random" else (data.limit or data.samples),
+        shapes=data.shapes, preprocess=data.preprocess_spec(),
+        seed=data.seed, progress=None if not as_json else False,
         smooth_quant=args.smooth_quant,
     )
     if as_json:

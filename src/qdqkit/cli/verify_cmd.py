@@ -14,7 +14,7 @@ from qdqkit.cli.args import DataArgs, JsonArgs, add_groups
 from qdqkit.report.json_output import json_number, print_json, to_jsonable
 from qdqkit.report.text import table
 
-DATA, JSON = DataArgs(samples=4), JsonArgs()
+DATA, JSON = DataArgs(samples=4, aliases=("--inputs",)), JsonArgs()
 
 
 def register(subparsers: Any) -> None:
@@ -43,9 +43,11 @@ def run(args: argparse.Namespace) -> int:
     from qdqkit.verification import verify
 
     data = DATA.parse(args)
+    request = data.request() if data.source not in (None, "random") else None
     result = verify(
-        args.qdq_model, args.translated_dir, data.inputs, seed=data.seed, samples=data.samples,
-        shapes=data.shapes, min_snr_db=args.min_snr, split=args.split,
+        args.qdq_model, args.translated_dir, request, seed=data.seed,
+        samples=data.limit or data.samples, shapes=data.shapes, min_snr_db=args.min_snr,
+        split=args.split,
     )
     if JSON.parse(args):
         # min_snr_db and verdict are properties, not fields: added after the fields.

@@ -36,7 +36,7 @@ from qdqkit.comparison.result import (
 )
 from qdqkit.comparison.stats import Agreement, Error, Quantization
 from qdqkit.core.activations import ActivationRunner
-from qdqkit.core.data import CalibrationData, DataSource, open_data
+from qdqkit.core.data import CalibrationData, DataRequest, DataSource, open_data
 from qdqkit.core.errors import QdqkitError
 from qdqkit.core.numerics import make_session, run
 from qdqkit.core.observers import TensorObserver
@@ -53,7 +53,7 @@ WHAT_IF_NODES = 24
 def compare(
     float_model: str | os.PathLike[str],
     quant_model: str | os.PathLike[str],
-    data: DataSource | None = None,
+    data: DataSource | DataRequest | None = None,
     *,
     samples: int | None = None,
     batch: int | None = None,
@@ -84,8 +84,11 @@ def compare(
     fp16 = _has_fp16(fproto) or _has_fp16(qproto)
     fmodel, qmodel = fresh_copy(fproto, upcast=fp16), fresh_copy(qproto, upcast=fp16)
     pairing = pair_models(qmodel, fmodel, str(qpath), str(fpath))
-    stream = open_data("random" if data is None else data, qproto, batch=batch,
-                       limit=samples, seed=seed)
+    if isinstance(data, DataRequest):
+        stream = data.open(qproto)
+    else:
+        stream = open_data("random" if data is None else data, qproto, batch=batch,
+                           limit=samples, seed=seed)
     session = _Sessions(fmodel, qmodel, qproto, pairing, chosen, fp16)
     acc = _Accumulators(pairing, class_axis, top_k)
     kept: list[tuple[dict[str, np.ndarray], dict[str, np.ndarray], dict[str, np.ndarray]]] = []

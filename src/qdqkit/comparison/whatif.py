@@ -170,13 +170,3 @@ def fallback_text(result: CompareResult) -> str:
 def write_fallback(result: CompareResult, path: str | Path,
                    protected: tuple[Path, ...] = ()) -> Path:
     return write_text_atomic(Path(path), fallback_text(result), protected)
-
-
-def read_fallback(path: str | Path) -> list[str]:
-    """Node names from a fallback list file (comments and blank lines skipped)."""
-    names = []
-    for line in Path(path).read_text(encoding="utf-8").splitlines():
-        text = line.strip()
-        if text and not text.startswith("#"):
-            names.append(text)
-    return names

@@ -58,6 +58,26 @@ class CalibrationData:
         return _rebatch(self._chunks(), self.inputs, self.batch, self.limit)
 
 
+@dataclass(frozen=True)
+class DataRequest:
+    """A data source and how to read it: what every command that runs a model on data takes.
+
+    The command line's data options (``--data``, ``--preprocess``, ``--shapes``, ``--batch``,
+    ``--limit``, ``--seed``) become one of these; ``open(model)`` reads it for a model.
+    """
+
+    source: DataSource
+    batch: int | None = None
+    limit: int | None = None
+    shapes: Mapping[str, Sequence[int]] | None = None
+    preprocess: Preprocess | None = None
+    seed: int = 0
+
+    def open(self, model: onnx.ModelProto) -> CalibrationData:
+        return open_data(self.source, model, batch=self.batch, limit=self.limit,
+                         shapes=self.shapes, preprocess=self.preprocess, seed=self.seed)
+
+
 def open_data(
     source: DataSource,
     model: onnx.ModelProto,

@@ -2,8 +2,8 @@
 
 ``parse_preprocess("size=224x224,mean=0.485/0.456/0.406,std=0.229/0.224/0.225,order=BGR,
 layout=NHWC,scale=1/255")`` gives a :class:`~qdqkit.core.images.Preprocess`; every key is
-optional. ``parse_shapes("images:1x3x640x640,mask:1x640")`` gives ``{name: [dims]}``. A bad
-spec is a one-line error naming the part that is wrong.
+optional; a bad spec is a one-line error naming the part that is wrong. Input shapes have their
+own reader, ``qdqkit.core.shape_spec``.
 """
 
 from __future__ import annotations
@@ -46,14 +46,3 @@ def parse_preprocess(spec: str) -> Preprocess:
         else:
             values["layout"] = value.upper()
     return Preprocess(**values)  # type: ignore[arg-type]
-
-
-def parse_shapes(spec: str) -> dict[str, list[int]]:
-    shapes: dict[str, list[int]] = {}
-    for part in filter(None, (p.strip() for p in spec.split(","))):
-        name, sep, dims = part.rpartition(":")
-        values = dims.lower().split("x")
-        if not sep or not name or not all(v.isdigit() and int(v) > 0 for v in values):
-            raise QdqkitError(f"--shapes '{part}': use NAME:D1xD2x..., e.g. images:1x3x640x640")
-        shapes[name] = [int(v) for v in values]
-    return shapes

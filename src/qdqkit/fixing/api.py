@@ -24,7 +24,7 @@ import onnx
 import onnx_ir as ir
 
 from qdqkit.core.atomic import output_set
-from qdqkit.core.data import DataSource, open_data
+from qdqkit.core.data import DataRequest, DataSource
 from qdqkit.core.errors import QdqkitError
 from qdqkit.core.gc_pause import paused_cyclic_gc
 from qdqkit.core.model_io import load_model, stage_model
@@ -56,7 +56,7 @@ def fix(
     rules: Sequence[str] | None = None,
     trt: str = "8.6",
     target: str = "gpu",
-    calib: DataSource | None = None,
+    calib: DataSource | DataRequest | None = None,
     calib_batch: int | None = None,
     calib_limit: int | None = None,
     dry_run: bool = False,
@@ -66,7 +66,9 @@ def fix(
     with paused_cyclic_gc():
         # Graph IR is millions of small linked objects: the collector would rescan them, alive,
         # at every generation threshold, a cost that grows faster than the graph.
-        return _fix(model, output, rules, trt, target, calib, calib_batch, calib_limit, dry_run)
+        request = calib if isinstance(calib, DataRequest) or calib is None else DataRequest(
+            calib, batch=calib_batch, limit=calib_limit)
+        return _fix(model, output, rules, trt, target, request, dry_run)
 
 
 def _fix(
@@ -75,9 +77,7 @@ def _fix(
     rules: Sequence[str] | None,
     trt: str,
     target: str,
-    calib: DataSource | None,
-    calib_batch: int | None,
-    calib_limit: int | None,
+    calib: DataRequest | None,
     dry_run: bool,
 ) -> FixResult:
     start = time.perf_counter()
@@ -108,7 +108,7 @@ def _fix(
         rounds += 1
         plan = plan_target(working, target=target, extra_scales=calibrated, types=types)
         if plan.missing and calib is not None and not calibrated:
-            calibrated = _calibrate(plan, calib, calib_batch, calib_limit)
+            calibrated = _calibrate(plan, calib)
             plan = plan_target(working, target=target, extra_scales=calibrated, types=types)
         for tensors in plan.missing.values():
             skipped[f"no scale for {', '.join(repr(t) for t in tensors[:4])}: nothing next to "
@@ -209,14 +209,13 @@ def _prepare(model: ir.Model) -> list[str]:
     return changes
 
 
-def _calibrate(plan: QdqTarget, data: DataSource, batch: int | None, limit: int | None
-               ) -> dict[str, float]:
+def _calibrate(plan: QdqTarget, data: DataRequest) -> dict[str, float]:
     """Scales for the groups no tensor or neighbour carries one for (rule 3)."""
     from qdqkit.quantization.calibrate import calibrate_groups
 
     assert plan.float_model is not None
     proto = ir.serde.serialize_model(plan.float_model)
-    batches = open_data(data, proto, batch=batch, limit=limit)
+    batches = data.open(proto)
     calibrated = calibrate_groups(proto, plan.missing, batches, method="max", percentile=99.99)
     return {name: calibrated.group_scales[group] for group, names in plan.missing.items()
             if group in calibrated.group_scales for name in names}

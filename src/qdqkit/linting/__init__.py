@@ -70,7 +70,8 @@ def summarize(predicted: EngineGraph) -> EngineSummary:
 
 def _predict_and_check(model: ir.Model | str | os.PathLike[str], name: str, trt: str,
                        target: str, gpu: str, shapes: str | None) -> LintResult:
-    from qdqkit.linting.latency import apply_shapes, compare_latency, parse_shapes
+    from qdqkit.core.shape_spec import parse_shapes
+    from qdqkit.linting.latency import apply_shapes, compare_latency
 
     device = find_gpu(gpu)
     # The caller's model is never changed: --shapes goes into a copy.

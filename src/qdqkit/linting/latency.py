@@ -8,6 +8,8 @@ Input shapes come from the model, or from ``--shapes`` spelled as trtexec spells
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+
 import onnx_ir as ir
 
 from qdqkit.core.errors import QdqkitError
@@ -18,27 +20,7 @@ from qdqkit.trt.gpus import Gpu
 from qdqkit.trt.predict import predict_engine
 
 
-def parse_shapes(text: str) -> dict[str, list[int]]:
-    """``name:1x3x224x224,other:1x128`` (trtexec's ``--shapes``) -> {name: dims}."""
-    shapes: dict[str, list[int]] = {}
-    for item in (part.strip() for part in text.split(",")):
-        if not item:
-            continue
-        name, sep, dims = item.rpartition(":")
-        name = name.strip().strip("'\"")
-        try:
-            values = [int(d) for d in dims.lower().split("x")]
-        except ValueError:
-            values = []
-        if not sep or not name or not values or any(v <= 0 for v in values):
-            raise QdqkitError(
-                f"--shapes: cannot read '{item}': write name:dims with positive dims joined by "
-                "'x', e.g. input:32x3x224x224")
-        shapes[name] = values
-    return shapes
-
-
-def apply_shapes(model: ir.Model, shapes: dict[str, list[int]]) -> None:
+def apply_shapes(model: ir.Model, shapes: Mapping[str, Sequence[int]]) -> None:
     """Set the shapes of ``model``'s inputs (the caller's own copy) from ``--shapes``."""
     inputs = {value.name: value for value in model.graph.inputs}
     for name, dims in shapes.items():

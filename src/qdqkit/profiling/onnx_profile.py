@@ -26,7 +26,7 @@ import onnx
 import onnx_ir as ir
 
 from qdqkit.core.atomic import write_text_atomic
-from qdqkit.core.data import DataSource, open_data
+from qdqkit.core.data import DataRequest, DataSource, open_data
 from qdqkit.core.errors import QdqkitError
 from qdqkit.core.macs import macs_of
 from qdqkit.core.shapes import infer_value_types
@@ -81,7 +81,8 @@ def _named(proto: onnx.ModelProto) -> onnx.ModelProto:
 
 
 def profile_model(
-    model: str | os.PathLike[str], data: DataSource | None = None, *, runs: int = 10,
+    model: str | os.PathLike[str], data: DataSource | DataRequest | None = None, *,
+    runs: int = 10,
     batch: int | None = None, seed: int = 0, optimized: bool = False,
     trace: str | os.PathLike[str] | None = None, threads: int = 0,
 ) -> OnnxProfile:
@@ -95,8 +96,11 @@ def profile_model(
     path = Path(model)
     loaded = load_model(path)
     proto = _named(ir.serde.serialize_model(loaded))
-    stream = open_data("random" if data is None else data, proto, batch=batch, limit=None
-                       if data is not None else 1, seed=seed)
+    if isinstance(data, DataRequest):
+        stream = data.open(proto)
+    else:
+        stream = open_data("random" if data is None else data, proto, batch=batch, limit=None
+                           if data is not None else 1, seed=seed)
     feeds = next(iter(stream), None)
     if feeds is None:
         raise QdqkitError(f"{stream.description}: gave no samples to run the model on")

@@ -25,7 +25,7 @@ import onnx
 import onnx_ir as ir
 
 from qdqkit.core import numerics
-from qdqkit.core.data import open_data
+from qdqkit.core.data import DataRequest, open_data
 from qdqkit.core.errors import QdqkitError
 from qdqkit.core.model_io import load_model
 from qdqkit.core.progress import Progress
@@ -128,7 +128,7 @@ class _Emulation:
 def verify(
     qdq_model: str | os.PathLike[str],
     translated_dir: str | os.PathLike[str],
-    inputs: str | os.PathLike[str] | None = None,
+    inputs: str | os.PathLike[str] | DataRequest | None = None,
     *,
     seed: int = 0,
     samples: int = 4,
@@ -172,7 +172,9 @@ def verify(
     full = _emulate(noqdq, cache, ALL_SOURCES, unscaled, fp16_model)
     del noqdq
 
-    if inputs is not None:
+    if isinstance(inputs, DataRequest):
+        data = inputs.open(interface)
+    elif inputs is not None:
         data = open_data(inputs, interface)
     else:
         data = open_data("random", interface, limit=samples, shapes=shapes, seed=seed)
