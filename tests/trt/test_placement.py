@@ -173,3 +173,16 @@ def test_dla_placement_gives_translate_a_complete_cache() -> None:
         outputs = [v.name for v in model.graph.outputs]
         assert all(name in translation.scales for name in outputs)  # I2: outputs scaled too
         assert np.isfinite(list(translation.scales.values())).all()
+
+
+def test_exclude_patterns_name_unnamed_nodes_by_their_report_label() -> None:
+    """An unnamed node is listed by reports (and `compare --fallback`) as its label."""
+    import onnx_ir as ir
+
+    from qdqkit.trt.placement.policy import matches
+
+    x = ir.Value(name="x")
+    conv = ir.Node("", "Conv", [x], outputs=[ir.Value(name="249")], name=None)
+    assert matches(conv, ["<unnamed Conv -> 249>"]) == "<unnamed Conv -> 249>"
+    assert matches(conv, ["<unnamed Conv -> 250>", "Relu"]) is None
+    assert matches(conv, ["Conv"]) == "Conv"

@@ -135,10 +135,13 @@ class _Groups:
 
 
 def matches(node: ir.Node, patterns: Sequence[str]) -> str | None:
-    """The first ``--exclude`` pattern naming ``node`` (its name, a glob of it, or its op type)."""
+    """The first ``--exclude`` pattern naming ``node``: its name, a glob of it, its op type, or
+    the label reports give an unnamed node (``<unnamed Conv -> out>``, as ``compare`` lists it)."""
     name = node.name or ""
     for pattern in patterns:
         if pattern == node.op_type or fnmatch.fnmatchcase(name, pattern):
+            return pattern
+        if not name and pattern == node_label(node):
             return pattern
     return None
 
