@@ -300,3 +300,50 @@ def test_an_npz_declaring_128_gib_is_refused(bundle: tuple[Path, Path], tmp_path
         archive.writestr("input.npy", payload)
     with pytest.raises(QdqkitError, match=r"huge\.npz.*(bytes|GiB|truncated)"):
         verify(source, out, tmp_path / "huge.npz")
+
+
+def test_the_two_models_never_run_at_once(
+    bundle: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Peak memory is one model's only if each session is gone before the next is built.
+    import weakref
+
+    from qdqkit.core import numerics
+
+    built: list[weakref.ref[object]] = []
+    make_session = numerics.make_session
+
+    def one_at_a_time(*args: object, **kwargs: object) -> object:
+        alive = [ref for ref in built if ref() is not None]
+        assert not alive, "a session was built while another was still alive"
+        session = make_session(*args, **kwargs)  # type: ignore[arg-type]
+        built.append(weakref.ref(session))
+        return session
+
+    monkeypatch.setattr(numerics, "make_session", one_at_a_time)
+    source, out = bundle
+    result = verify(source, out, samples=2, split=True)
+    assert len(built) == 4 and result.passed  # the Q/DQ model, the emulation, two split steps
+
+
+def test_outputs_past_the_memory_budget_go_to_disk_and_come_back(
+    bundle: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from qdqkit.verification import running
+
+    source, out = bundle
+    in_memory = verify(source, out, samples=3)
+    store = running.OutputStore(["y"], memory_budget=100)
+    arrays = [np.arange(n * 10, dtype=np.float32).reshape(1, -1) for n in (1, 2, 3)]
+    for array in arrays:
+        store.add({"y": array, "ignored": array})
+    spilled = store._spill
+    assert spilled is not None and len(list(Path(spilled.name).iterdir())) == 2  # 40 B kept
+    assert all(np.array_equal(a["y"], b) for a, b in zip(store, arrays, strict=True))
+    store.close()
+    assert not Path(spilled.name).exists()
+
+    monkeypatch.setattr(running, "MEMORY_BUDGET", 0)  # every batch spilled, same figures
+    on_disk = verify(source, out, samples=3)
+    assert [o.snr_db for o in on_disk.outputs] == [o.snr_db for o in in_memory.outputs]
+    assert [o.max_abs for o in on_disk.outputs] == [o.max_abs for o in in_memory.outputs]

@@ -4,6 +4,7 @@ for the GPU and for DLA, with the outputs kept."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 import onnx_ir as ir
@@ -47,7 +48,26 @@ def several_q_on_one_tensor() -> ir.Model:
     return g.ir()
 
 
+def quantized_biases() -> ir.Model:
+    """Two convs, one bias Q/DQ'd (int8), the other an int32 initializer behind a DQ."""
+    g = GraphBuilder("bias", seed=4)
+    y = _stem(g)
+    bias = g.rng.normal(0, 0.1, 32).astype(np.float32)
+    b1 = g.qdq(g.const(bias, "c1.bias"), float(np.abs(bias).max() / 127), name="b1")
+    y = g.node("Conv", [g.qdq(y, 0.05, name="q1"), g.weight((32, 32, 3, 3), name="w1"), b1],
+               name="c1", kernel_shape=[3, 3], pads=[1, 1, 1, 1])
+    scale = np.full(32, 0.05 * 0.002, np.float32)
+    b2 = g.dequantize(g.const(np.rint(bias / scale).astype(np.int32), "c2.bias"), scale,
+                      np.zeros(32, np.int32), zp_dtype=np.int32, axis=0, name="b2_DQ")
+    y = g.node("Conv", [g.qdq(g.node("Relu", [y]), 0.05, name="q2"),
+                        g.weight((32, 32, 3, 3), name="w2"), b2],
+               name="c2", kernel_shape=[3, 3], pads=[1, 1, 1, 1])
+    g.output(g.node("Relu", [y], name="r2"))
+    return g.ir()
+
+
 CASES: dict[str, tuple[Callable[[], ir.Model], str]] = {
+    "bias": (quantized_biases, "QDQ409"),
     "pad": (qdq_between_pad_and_conv, "QDQ107"),
     "maxpool": (maxpool_scale_mismatch, "QDQ303"),
     "several": (several_q_on_one_tensor, "QDQ404"),
@@ -66,3 +86,34 @@ def test_the_finding_goes_and_the_outputs_stay(case: str, target: str) -> None:
     x = {"x": np.random.default_rng(0).standard_normal((1, 32, 16, 16)).astype(np.float32)}
     snr = error_metrics(run_model(model, x)[0], run_model(result.model, x)[0]).snr_db
     assert snr >= 30.0
+
+
+def test_the_quantized_bias_fix_repairs_the_finding_it_is_given() -> None:
+    from qdqkit.rules import units
+
+    model = quantized_biases()
+    first, second = lint(model).findings("QDQ409")
+    (unit,) = [u for u in units() if "QDQ409" in [r.code for r in u.rules]]
+    assert unit.fix is not None and unit.fix(first, model)
+    assert [f.nodes for f in lint(model).findings("QDQ409")] == [second.nodes]
+    assert unit.fix(second, model) and not unit.fix(second, model)  # nothing left to repair
+    assert lint(model).findings("QDQ409") == []
+    floats = [n.inputs[2] for n in model.graph if n.op_type == "Conv" and len(n.inputs) > 2]
+    assert all(v is not None and v.const_value is not None
+               and v.const_value.dtype == ir.DataType.FLOAT for v in floats)
+
+
+def test_qdqkit_fix_on_the_command_line_removes_quantized_biases(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from qdqkit.cli import main
+
+    source, out = tmp_path / "bias.onnx", tmp_path / "fixed.onnx"
+    ir.save(quantized_biases(), source)
+    assert main(["lint", str(source), "--json"]) in (0, 1)
+    assert "QDQ409" in capsys.readouterr().out
+    assert main(["fix", str(source), "-o", str(out), "--rules", "QDQ409"]) == 0
+    capsys.readouterr()
+    assert "QDQ409" not in lint(ir.load(out)).codes()
+    x = {"x": np.random.default_rng(0).standard_normal((1, 32, 16, 16)).astype(np.float32)}
+    np.testing.assert_array_equal(run_model(source, x)[0], run_model(out, x)[0])

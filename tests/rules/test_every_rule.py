@@ -68,6 +68,25 @@ def _weighted(*, activation: bool = True, weight: bool = True, per_channel: bool
     return Model(g)
 
 
+def _bias(style: str) -> Model:
+    """A conv whose bias is float, Q/DQ'd (int8) or an int32 initializer behind a DQ."""
+    g = GraphBuilder()
+    x = g.qdq(g.input("x", [1, 8, 8, 8]), name="in")
+    bias = g.rng.normal(0, 0.1, 8).astype(np.float32)
+    if style == "float":
+        b = g.const(bias, "conv.bias")
+    elif style == "q-dq":
+        b = g.qdq(g.const(bias, "conv.bias"), float(np.abs(bias).max() / 127), name="bias")
+    else:
+        scale = np.full(8, 0.05 * 0.01, np.float32)  # input scale x weight scale, as ORT writes
+        b = g.dequantize(g.const(np.rint(bias / scale).astype(np.int32), "conv.bias_int32"),
+                         scale, np.zeros(8, np.int32), zp_dtype=np.int32, axis=0, name="bias_DQ")
+    y = g.node("Conv", [x, g.weight((8, 8, 3, 3), name="conv.weight"), b], name="conv",
+               kernel_shape=[3, 3], pads=[1, 1, 1, 1])
+    g.output(g.conv(g.qdq(g.node("Relu", [y])), 8, 8, name="next"))
+    return Model(g)
+
+
 def _epilogue(cut: str) -> Model:
     g = GraphBuilder()
     y = g.conv(g.qdq(g.input("x", [1, 32, 8, 8])), 32, 32, name="conv")
@@ -347,6 +366,7 @@ TRIGGER_AND_CLEAN: dict[str, tuple[Callable[[], Subject], Callable[[], Subject]]
     "QDQ406": (lambda: _input_q(True), lambda: _input_q(False)),
     "QDQ407": (lambda: _standalone_q(False), lambda: _standalone_q(True)),
     "QDQ408": (lambda: _scale(True), lambda: _scale(False)),
+    "QDQ409": (lambda: _bias("q-dq"), lambda: _bias("float")),
     "QDQ501": (lambda: _float_model(False), lambda: _float_model(True)),
     "QDQ509": (lambda: ResNet("qat"), lambda: ResNet("qat-residual")),
     "QDQ502": (lambda: _plugin(True), lambda: _plugin(False)),
@@ -380,3 +400,9 @@ def test_the_trigger_fires_and_the_clean_twin_does_not(code: str) -> None:
     trigger, clean = TRIGGER_AND_CLEAN[code]
     assert code in trigger().codes()
     assert code not in clean().codes()
+
+
+def test_an_int32_bias_is_named_as_such() -> None:
+    findings = lint(_bias("int32").graph.ir()).findings("QDQ409")
+    assert len(findings) == 1 and "int32" in findings[0].message
+    assert findings[0].nodes == ["conv", "bias_DQ"] and findings[0].tensors

@@ -9,6 +9,9 @@ error metrics (SNR, cosine, max abs error) every report uses.
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
+import gc
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -45,7 +48,7 @@ _KEEP_CASTS = ["RemoveDuplicateCastTransformer", "CastElimination", "CastFloat16
 
 def make_session(
     model: ir.Model | bytes | str | os.PathLike[str], *, threads: int = 0,
-    optimize: bool = False,
+    optimize: bool = False, spin: bool = True,
 ) -> Any:
     """An onnxruntime CPU session with every graph optimization disabled, or float-only ones.
 
@@ -56,7 +59,9 @@ def make_session(
     rewrites, which would compute Q/DQ pairs in integer arithmetic instead of as the
     spec defines them, nor the removal of float16 round trips. Use it only for float32 graphs
     (fp16 graphs are upcast first, see ``core.upcast``) and only when both sides of a
-    comparison run with it, so they share kernels.
+    comparison run with it, so they share kernels. ``spin=False`` stops idle worker threads from
+    spinning between operators: for a few long runs on a shared machine it saves CPU time and,
+    when other work competes for the cores, wall time too.
     """
     import onnxruntime as ort
 
@@ -68,6 +73,8 @@ def make_session(
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
         options.add_session_config_entry("session.disable_quant_qdq", "1")
         disabled = _KEEP_CASTS
+    if not spin:
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     if threads:
         options.intra_op_num_threads = threads
     source: bytes | str
@@ -99,9 +106,11 @@ def _serialize_sharing_weights(model: ir.Model, options: Any) -> tuple[bytes, li
 
     Serializing weights copies them into a protobuf that onnxruntime parses and copies again;
     instead each large initializer is written as an external-data placeholder and its array is
-    given to the session (``add_external_initializers``), which reads it in place: one copy of
-    each weight, which the caller must keep alive as long as the session (``make_session`` hangs
-    the arrays on it).
+    given to the session (``add_external_initializers``), which the caller must keep alive as long
+    as the session (``make_session`` hangs the arrays on it). onnxruntime (1.32) still copies
+    these arrays while building the session, so the caller's model and the session each hold the
+    weights: a caller that no longer needs its model saves it to a file and opens that instead
+    (``verify`` does).
     """
     import onnxruntime as ort
 
@@ -141,6 +150,31 @@ def _serialize_sharing_weights(model: ir.Model, options: Any) -> tuple[bytes, li
     if names:
         options.add_external_initializers(names, arrays)
     return data, arrays
+
+
+def release_freed_memory(collect: bool = False) -> None:
+    """Hand memory freed with a dropped session or model back to the operating system (glibc).
+
+    glibc serves large allocations freed once (a model's parsed protobuf, folded weights) from its
+    heap afterwards and keeps the freed heap: without this, a session dropped before the next one
+    is built still counts in the process's memory, and the next one's peak lands on top of it.
+    ``collect`` first runs the cycle collector, which a dropped onnx-ir model (a graph of
+    reference cycles, with the weights it maps) needs to be freed at all; it costs tens of ms, so
+    it is asked for only then. Without glibc, only the collection happens.
+    """
+    global _LIBC
+    if collect:
+        gc.collect()
+    if _LIBC is None:
+        try:
+            _LIBC = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        except OSError:
+            _LIBC = False
+    if _LIBC and hasattr(_LIBC, "malloc_trim"):
+        _LIBC.malloc_trim(0)
+
+
+_LIBC: Any = None
 
 
 def _message(exc: BaseException) -> str:

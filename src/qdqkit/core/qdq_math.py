@@ -92,12 +92,21 @@ def trt_requantize_weight(weight: np.ndarray, axis: int) -> tuple[np.ndarray, np
     scale = amax / np.float32(127.0)
     # An all-zero channel quantizes to zeros under any scale; 1 keeps the division defined.
     safe = np.where(scale > 0, scale, np.float32(1.0))[:, None]
-    requantized = np.clip(np.rint(rows / safe), -127.0, 127.0) * safe
-    change = np.abs(requantized - rows).max(axis=1) if rows.shape[1] else amax
+    # In place on one buffer: weights are the largest arrays we touch, and each pass costs.
+    requantized = np.divide(rows, safe)
+    np.rint(requantized, out=requantized)
+    np.clip(requantized, -127.0, 127.0, out=requantized)
+    requantized *= safe
+    if rows.shape[1]:
+        difference = requantized - rows
+        change = np.abs(difference, out=difference).max(axis=1)
+        del difference
+    else:
+        change = amax
     relative = np.where(amax > 0, change / np.where(amax > 0, amax, 1), 0.0).astype(np.float64)
     on_grid = relative <= _GRID_TOLERANCE
     relative[on_grid] = 0.0
     if on_grid.all():
         return w, relative
-    out = np.where(on_grid[:, None], rows, requantized).astype(np.float32)
-    return np.moveaxis(out.reshape(moved.shape), 0, axis), relative
+    requantized[on_grid] = rows[on_grid]
+    return np.moveaxis(requantized.reshape(moved.shape), 0, axis), relative

@@ -5,9 +5,12 @@ Rules:
    constant (onnxruntime's int32 bias, or a Q/DQ pair on a float bias) reads a float initializer
    holding the dequantized values instead; the DQ (and its Q) go once nothing else reads them.
 2. TensorRT quantizes nothing but weights and activations: it computes biases in float anyway.
+3. ``nodes`` (node names, as findings give them) limits the rewrite to those layers.
 """
 
 from __future__ import annotations
+
+from collections.abc import Collection
 
 import onnx_ir as ir
 
@@ -18,14 +21,17 @@ _BIASED = frozenset({"Conv", "ConvTranspose", "Gemm"})
 
 
 class DequantizeBias(ir.passes.InPlacePass):
-    def __init__(self) -> None:
+    def __init__(self, nodes: Collection[str] | None = None) -> None:
         super().__init__()
+        self.nodes = None if nodes is None else frozenset(nodes)
         self.changes: list[str] = []
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         graph = model.graph
         for node in list(graph):
             if node.op_type not in _BIASED or len(node.inputs) < 3:
+                continue
+            if self.nodes is not None and node_label(node) not in self.nodes:
                 continue
             bias = node.inputs[2]
             dq = dq_of_constant(bias)

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Mapping, Sequence
+import tempfile
+from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,8 +29,7 @@ import onnx_ir as ir
 from qdqkit.core import numerics
 from qdqkit.core.data import DataRequest, open_data
 from qdqkit.core.errors import QdqkitError
-from qdqkit.core.model_io import load_model
-from qdqkit.core.progress import Progress
+from qdqkit.core.model_io import file_sha256, load_model
 from qdqkit.core.shapes import fill_value_types
 from qdqkit.core.upcast import upcast_float16
 from qdqkit.passes.scales import ScaleOrigin, ScaleTable
@@ -48,6 +49,7 @@ from qdqkit.verification.emulation import (
     quantize_weights,
     round_to_fp16,
 )
+from qdqkit.verification.running import Accumulator, compare, run_reference, write_temporary
 
 DEFAULT_MIN_SNR_DB = 40.0
 
@@ -117,7 +119,7 @@ def _db(value: float) -> str:
 
 @dataclass
 class _Emulation:
-    session: Any
+    session: Any  # None once the emulation has run (see _compare)
     input_types: dict[str, np.dtype]
     scaled: int = 0
     weights: tuple[int, int] = (0, 0)
@@ -151,51 +153,62 @@ def verify(
     check_cache_scales(cache.scales, paths.calib_cache)
     config_matches = precision_config_matches_cache(paths, cache.scales)
 
-    # Validated like every input (readable, external data inside its folder, a valid graph) before
-    # onnxruntime opens it by path; weights are mapped, not read, so the check costs little.
+    # Both models are validated like every input (readable, external data inside its folder, a
+    # valid graph) before any session is built; weights are mapped, not read, so this costs little.
     reference_model = load_model(qdq_path, lazy_weights=True, validate=True)
     interface = _interface_proto(reference_model)
-    fp16_model = upcast_float16(reference_model)
-    if not fp16_model:
-        del reference_model  # onnxruntime reads the file itself; the graph is freed first
-    # Float optimizations on both sides, so both run the same kernels: onnxruntime folds each
-    # weight's Q/DQ once, with the kernels a run would use, and computes activation Q/DQ as the
-    # spec says (none of its Q/DQ fusions).
-    reference = numerics.make_session(reference_model if fp16_model else qdq_path, optimize=True)
-    if fp16_model:
-        del reference_model
-
+    names = [v.name or "" for v in reference_model.graph.outputs]
     noqdq = _load_noqdq(paths)
-    source_recorded = check_source(noqdq.metadata_props.get(SOURCE_KEY), qdq_path,
-                                   paths.noqdq_model)
+    recorded_source = noqdq.metadata_props.get(SOURCE_KEY)
+    available = {v.name for v in noqdq.graph.outputs}
+    absent = [n for n in names if n not in available]
+    if absent:
+        raise QdqkitError(
+            f"{paths.noqdq_model}: has no output '{absent[0]}' that {qdq_path} has; translate again"
+        )
     unscaled = _unscaled_tensors(noqdq, cache)
-    full = _emulate(noqdq, cache, ALL_SOURCES, unscaled, fp16_model)
-    del noqdq
-
+    del noqdq  # each emulation loads its own copy, after the Q/DQ model's session is gone
     if isinstance(inputs, DataRequest):
         data = inputs.open(interface)
     elif inputs is not None:
         data = open_data(inputs, interface)
     else:
         data = open_data("random", interface, limit=samples, shapes=shapes, seed=seed)
-    names = [o.name for o in reference.get_outputs()]
-    available = {o.name for o in full.session.get_outputs()}
-    absent = [n for n in names if n not in available]
-    if absent:
-        raise QdqkitError(
-            f"{paths.noqdq_model}: has no output '{absent[0]}' that {qdq_path} has; translate again"
-        )
-    variants: dict[Source | None, _Emulation] = {None: full}
-    if split:
-        variants.update(_split_variants(paths, cache, unscaled, fp16_model))
-    accumulators, used_shapes, count = _compare(reference, variants, data, names)
+
+    # One model at a time, never both: the Q/DQ model runs over every sample and only its outputs
+    # are kept; its session is freed before the emulation is built, so the peak is one model's.
+    fp16_model = upcast_float16(reference_model)
+    with tempfile.TemporaryDirectory(prefix="qdqkit-verify-") as scratch:
+        # onnxruntime reads an fp32 file itself; an upcast fp16 model goes over a temporary file
+        # (see ``_emulate`` for why not in memory).
+        reference = write_temporary(reference_model, scratch) if fp16_model else qdq_path
+        del reference_model
+        numerics.release_freed_memory(collect=True)
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            # Hashing the Q/DQ file (to match the bundle's record) overlaps the session's build.
+            digest = pool.submit(file_sha256, qdq_path) if recorded_source is not None else None
+            expected, used_shapes, count = run_reference(reference, data, names)
+            try:
+                source_recorded = check_source(recorded_source, digest.result() if digest else None,
+                                               qdq_path, paths.noqdq_model)
+            except QdqkitError:
+                expected.close()
+                raise
     if count == 0:
         raise QdqkitError(f"{data.description}: holds no samples; give at least one")
-    if split is None and not _passes(accumulators[None], min_snr_db):
-        # A failure says where its loss comes from: each source alone, on the same inputs.
-        alone = _split_variants(paths, cache, unscaled, fp16_model)
-        accumulators.update(_compare(reference, alone, data, names)[0])
-        variants = {**variants, **alone}
+    try:
+        full = _emulate(paths, cache, ALL_SOURCES, unscaled, fp16_model)
+        accumulators: dict[Source | None, dict[str, Accumulator]] = {
+            None: compare(expected, full, data, "emulating TensorRT")}
+        variants: list[Source | None] = [None]
+        if split or (split is None and not _passes(accumulators[None], min_snr_db)):
+            # Where the loss comes from: the first steps alone, on the same inputs.
+            for step, emulation in _split_variants(paths, cache, unscaled, fp16_model):
+                accumulators[step] = compare(expected, emulation, data,
+                                              f"emulating {step.value}")
+                variants.append(step)
+    finally:
+        expected.close()
 
     comparisons = [
         OutputComparison(n, *_metrics(accumulators[None][n])) for n in names
@@ -232,8 +245,8 @@ def verify(
     )
 
 
-def _load_noqdq(paths: OutputPaths) -> ir.Model:
-    return load_model(paths.noqdq_model, lazy_weights=True, validate=True)
+def _load_noqdq(paths: OutputPaths, validate: bool = True) -> ir.Model:
+    return load_model(paths.noqdq_model, lazy_weights=True, validate=validate)
 
 
 def _interface_proto(model: ir.Model) -> onnx.ModelProto:
@@ -269,10 +282,16 @@ def _unscaled_tensors(model: ir.Model, cache: CalibCache) -> list[str]:
 
 
 def _emulate(
-    model: ir.Model, cache: CalibCache, sources: frozenset[Source], unscaled: list[str],
+    paths: OutputPaths, cache: CalibCache, sources: frozenset[Source], unscaled: list[str],
     upcast: bool,
 ) -> _Emulation:
-    """Turn ``model`` (the Q/DQ-free model, consumed) into a session emulating ``sources``."""
+    """A session emulating ``sources`` on the bundle's Q/DQ-free model.
+
+    The emulation model reaches onnxruntime through a temporary file (``write_temporary``), so our
+    copy of its weights is freed before the session is built.
+    """
+    model = _load_noqdq(paths, validate=False)  # verify validated it before any session
+    fill_value_types(model)
     if upcast:
         # fp16 models run in fp32 on both sides: onnxruntime's fp16 CPU kernels change between
         # versions, and that is not what this comparison is about (see core.upcast).
@@ -289,7 +308,11 @@ def _emulate(
         real = {n: s for n, s in cache.scales.items() if s != 1.0}
         missing = insert_fake_quant(model, real)
         scaled = len(real) - len(missing)
-    session = numerics.make_session(model, optimize=True)
+    with tempfile.TemporaryDirectory(prefix="qdqkit-verify-") as folder:
+        path = write_temporary(model, folder)
+        del model
+        numerics.release_freed_memory(collect=True)
+        session = numerics.make_session(path, optimize=True, spin=False)
     types = {s.name: s.dtype for s in numerics.input_specs(session)}
     return _Emulation(session, types, scaled, weights, fp16, missing)
 
@@ -300,68 +323,21 @@ _STEPS = (Source.ACTIVATIONS, Source.WEIGHTS, Source.FP16)
 
 def _split_variants(
     paths: OutputPaths, cache: CalibCache, unscaled: list[str], upcast: bool
-) -> dict[Source | None, _Emulation]:
-    """Emulations of the first steps alone: activation scales, then with weights requantized."""
-    variants: dict[Source | None, _Emulation] = {}
+) -> Iterator[tuple[Source, _Emulation]]:
+    """Emulations of the first steps alone, built one at a time: activation scales, then with
+    weights requantized. Each is closed by the caller before the next is built."""
     for count, step in enumerate(_STEPS[:-1], start=1):
-        model = _load_noqdq(paths)
-        fill_value_types(model)
-        variants[step] = _emulate(model, cache, frozenset(_STEPS[:count]), unscaled, upcast)
-    return variants
+        yield step, _emulate(paths, cache, frozenset(_STEPS[:count]), unscaled, upcast)
 
 
-def _compare(
-    reference: Any,
-    variants: Mapping[Source | None, _Emulation],
-    data: Any,
-    names: list[str],
-) -> tuple[dict[Source | None, dict[str, _Accumulator]], dict[str, list[int]], int]:
-    accumulators = {key: {n: _Accumulator() for n in names} for key in variants}
-    shapes: dict[str, list[int]] = {}
-    count = 0
-    with Progress("verifying", total=data.total_samples) as bar:
-        for batch in data:
-            for name, array in batch.items():
-                shapes.setdefault(name, list(array.shape))
-            want = numerics.run(reference, batch, names)
-            for key, emulation in variants.items():
-                feed = {k: v.astype(emulation.input_types.get(k, v.dtype), copy=False)
-                        for k, v in batch.items()}
-                got = numerics.run(emulation.session, feed, names)
-                for n in names:
-                    accumulators[key][n].add(want[n], got[n])
-            size = next(iter(batch.values())).shape[0] if batch else 1
-            count += size
-            bar.advance(size)
-    return accumulators, shapes, count
-
-
-class _Accumulator(numerics.ErrorAccumulator):
-    """The streaming metrics, plus whether either side ever produced NaN or infinity."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.non_finite = ""
-
-    def add(self, reference: np.ndarray, test: np.ndarray) -> None:
-        if not self.non_finite:
-            if not np.isfinite(reference).all():
-                self.non_finite = "the Q/DQ model"
-            elif not np.isfinite(test).all():
-                self.non_finite = "the emulation"
-        if self.non_finite:
-            return
-        super().add(reference, test)
-
-
-def _metrics(acc: _Accumulator) -> tuple[float, float, float, bool]:
+def _metrics(acc: Accumulator) -> tuple[float, float, float, bool]:
     if acc.non_finite:
         return float("nan"), float("nan"), float("nan"), False
     m = acc.result()
     return m.snr_db, m.cosine, m.max_abs, True
 
 
-def _passes(accumulators: Mapping[str, _Accumulator], min_snr_db: float) -> bool:
+def _passes(accumulators: Mapping[str, Accumulator], min_snr_db: float) -> bool:
     comparisons = [OutputComparison(n, *_metrics(a)) for n, a in accumulators.items()]
     return not _failures(comparisons, min_snr_db)
 
@@ -379,7 +355,7 @@ def _failures(comparisons: list[OutputComparison], min_snr_db: float) -> list[st
 
 
 def _loss_source(
-    source: Source, accumulators: Mapping[str, _Accumulator], names: list[str]
+    source: Source, accumulators: Mapping[str, Accumulator], names: list[str]
 ) -> LossSource:
     snr = {n: _metrics(accumulators[n])[0] for n in names}
     return LossSource(source.value, min(snr.values(), default=float("nan")), snr)

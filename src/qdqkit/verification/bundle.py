@@ -13,7 +13,6 @@ import math
 from pathlib import Path
 
 from qdqkit.core.errors import QdqkitError
-from qdqkit.core.model_io import file_sha256
 from qdqkit.translation.writer import OutputPaths
 from qdqkit.trt.calib_cache import scale_to_hex
 
@@ -35,11 +34,17 @@ def find_bundle(qdq_model: Path, translated_dir: Path) -> OutputPaths:
     return paths
 
 
-def check_source(recorded: str | None, qdq_model: Path, noqdq_model: Path) -> bool:
-    """Whether the bundle records its source; raise if it records another model."""
+def check_source(
+    recorded: str | None, digest: str | None, qdq_model: Path, noqdq_model: Path
+) -> bool:
+    """Whether the bundle records its source; raise if it records another model.
+
+    ``digest`` is the Q/DQ file's SHA-256 (``core.model_io.file_sha256``), needed only when the
+    bundle records one.
+    """
     if recorded is None:
         return False
-    if recorded != file_sha256(qdq_model):
+    if recorded != digest:
         raise QdqkitError(
             f"{noqdq_model}: was translated from another model than {qdq_model} (its recorded "
             f"SHA-256 {recorded[:12]}... differs); translate {qdq_model} again or give its own folder"
