@@ -2,7 +2,8 @@
 
 1. Weight paths first: a DQ followed by Transpose/Reshape/Identity on a constant weight is folded
    into the weight, BatchNormalization after a quantized conv is folded into it with the weight
-   Q/DQ recomputed, and quantized biases go back to float (``passes``).
+   Q/DQ recomputed, quantized biases go back to float, and a Q after the float Cast of a network
+   input quantizes the input itself (``passes``).
 2. Then rounds: lint, plan the target placement (``passes.qdq_target``: the one policy of
    ``trt.placement`` with the scales the model carries), and call the fix of every fixable finding
    (or of the rules selected), each repairing the nodes and tensors its finding names. Repeat until
@@ -36,6 +37,7 @@ from qdqkit.linting.result import LintResult
 from qdqkit.passes.float_bias import DequantizeBias
 from qdqkit.passes.fold_batchnorm_qdq import FoldBatchNormIntoQuantizedConv
 from qdqkit.passes.fold_weight_qdq_path import FoldDequantizedWeightPath
+from qdqkit.passes.input_cast_qdq import QuantizeBeforeInputCast
 from qdqkit.passes.name_nodes import NameUnnamedNodes
 from qdqkit.passes.qdq_target import QdqTarget, plan_target
 from qdqkit.passes.replace_qdq import end_session, start_session
@@ -201,7 +203,7 @@ def _prepare(model: ir.Model) -> list[str]:
     NameUnnamedNodes()(model)
     changes: list[str] = []
     for rewrite in (FoldDequantizedWeightPath(), FoldBatchNormIntoQuantizedConv(),
-                    DequantizeBias()):
+                    DequantizeBias(), QuantizeBeforeInputCast()):
         rewrite(model)
         changes.extend(rewrite.changes)
     return changes
