@@ -12,17 +12,12 @@ import pytest
 
 from qdqkit.core.errors import QdqkitError
 from qdqkit.core.numerics import error_metrics
-from qdqkit.examples.graph import run_model
+from qdqkit.examples.graph import GraphBuilder, run_model
 from qdqkit.examples.resnet import resnet18_qdq
 from qdqkit.fixing import fix
 from qdqkit.linting import lint
 from tests.fixing import producers
 
-FIXABLE_LEFT_BY_POLICY = {
-    # The placement policy quantizes the Cast output of a float16 network input; lint wants the
-    # Q fused, which needs the Q on the float32 input instead (listed in the report, not fixed).
-    "modelopt": {"QDQ407"},
-}
 BUILT: dict[str, Callable[[], ir.Model]] = {
     "modelopt": producers.modelopt,
     "pytorch-quantization": producers.pytorch_quantization,
@@ -62,7 +57,7 @@ def test_each_producer_is_lint_clean_after_fix_and_keeps_its_numerics(producer: 
     result = fix(model)
     assert result.model is not None and result.changed
     left = {u.code for u in result.unfixed}
-    assert left == FIXABLE_LEFT_BY_POLICY.get(producer, set())
+    assert left == set()
     assert _fixable_codes(result.model) == left
     assert result.after.reformats <= result.before.reformats
     feeds = [_feeds(model, seed) for seed in range(2)]
@@ -105,8 +100,23 @@ def test_missing_scale_is_skipped_without_data_and_calibrated_with_it() -> None:
     calibrated = fix(model, calib="random", calib_limit=2)
     assert calibrated.skipped == [] and calibrated.after.int8_mac_share == 1.0
     assert "QDQ101" not in _fixable_codes(calibrated.model)  # type: ignore[arg-type]
-    # The Q after the Tanh stays a standalone Reformat: nothing it could fuse into runs INT8.
-    assert {u.code for u in calibrated.unfixed} <= {"QDQ407"}
+    # The Q after the Tanh is a Reformat of its own, the price of the conv's INT8 (D1): the
+    # policy places it, and lint does not call it a stray Q/DQ (QDQ407).
+    assert calibrated.unfixed == [] and calibrated.exit_code == 0
+    assert calibrated.after.reformats == 1
+
+
+def test_a_q_only_an_int8_weighted_op_reads_is_not_a_stray_qdq() -> None:
+    g = GraphBuilder("tanh", seed=7)
+    y = g.node("Tanh", [g.input("x", [1, 32, 16, 16])], name="tanh")
+    conv = g.conv(g.qdq(y, 1 / 127, name="act"), 32, 32, name="conv")
+    g.output(g.node("Relu", [conv], name="relu"))
+    needed = g.ir()
+    assert "QDQ407" not in lint(needed).codes() and lint(needed).summary.reformats == 1
+    g = GraphBuilder("tanh", seed=7)
+    y = g.node("Tanh", [g.input("x", [1, 32, 16, 16])], name="tanh")
+    g.output(g.node("Sigmoid", [g.qdq(y, 1 / 127, name="act")], name="float_reader"))
+    assert "QDQ407" in lint(g.ir()).codes()  # read by a float op: a Q/DQ for nothing
 
 
 def test_pytorch_quantization_plain_qat_resnet18_reaches_the_qgap_engine_with_calibration(
@@ -207,3 +217,35 @@ def test_a_float_model_has_nothing_to_fix(tmp_path: Path) -> None:
     assert result.nothing_to_fix and result.exit_code == 0
     assert (tmp_path / "out.onnx").read_bytes() == path.read_bytes()
     assert onnx.load(tmp_path / "out.onnx") is not None
+
+
+def test_a_cast_network_input_is_quantized_before_its_cast() -> None:
+    model = producers.modelopt()
+    cast = next(n for n in model.graph if n.op_type == "Cast" and n.inputs[0] is not None
+                and n.inputs[0].is_graph_input())
+    assert "QDQ407" in lint(model).codes()  # Cast layer, then the Q as its own Reformat
+    result = fix(model)
+    fixed = result.model
+    assert fixed is not None and any("before Cast" in p for p in result.prepared)
+    network_input = fixed.graph.inputs[0]
+    assert [u.node.op_type for u in network_input.uses()] == ["QuantizeLinear"]
+    q = next(u.node for u in network_input.uses())
+    dq = next(u.node for u in q.outputs[0].uses())
+    assert q.inputs[1] is not None and q.inputs[1].const_value is not None
+    assert q.inputs[1].const_value.dtype == ir.DataType.FLOAT
+    assert dq.inputs[1] is not None and dq.inputs[1].const_value is not None
+    assert dq.inputs[1].const_value.dtype == ir.DataType.FLOAT16  # still writes float16
+    assert cast.name not in {n.name for n in fixed.graph}
+    codes = lint(fixed).codes()
+    assert "QDQ406" in codes and "QDQ407" not in codes  # the network input's own Reformat (B8)
+    assert result.after.layers < result.before.layers
+
+
+def test_a_cast_network_input_read_in_float_too_keeps_its_cast() -> None:
+    model = producers.modelopt()
+    cast = next(n for n in model.graph if n.op_type == "Cast" and n.inputs[0] is not None
+                and n.inputs[0].is_graph_input())
+    model.graph.outputs.append(cast.outputs[0])  # the float16 copy is a network output too
+    result = fix(model)
+    assert result.model is not None and not any("before Cast" in p for p in result.prepared)
+    assert cast.name in {n.name for n in result.model.graph}

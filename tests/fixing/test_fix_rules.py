@@ -1,5 +1,5 @@
-"""Each remaining fixable rule on a small model: the finding is there before ``fix`` and gone after,
-for the GPU and for DLA, with the outputs kept."""
+"""Each fixable rule the producer models do not cover, on a small model: the finding is there
+before ``fix`` and gone after, for the GPU and for DLA, with the outputs kept."""
 
 from __future__ import annotations
 
@@ -66,11 +66,33 @@ def quantized_biases() -> ir.Model:
     return g.ir()
 
 
+def weighted_op_not_quantized() -> ir.Model:
+    """One of two convs reading a quantized tensor reads it float, weight float too."""
+    g = GraphBuilder("unquantized", seed=4)
+    y = _stem(g)
+    a = g.conv(g.qdq(y, 0.04, name="qa"), 32, 32, name="ca")
+    b = g.node("Conv", [y, g.weight((32, 32, 3, 3), style="float", name="wb")], name="cb",
+               kernel_shape=[3, 3], pads=[1] * 4)
+    g.output(g.node("Add", [g.node("Relu", [a]), g.node("Relu", [b])], name="add"))
+    return g.ir()
+
+
+def int8_in_float_out() -> ir.Model:
+    """A pooled head: Q/DQ in front of the average pool, nothing INT8 after it."""
+    g = GraphBuilder("pooled", seed=5)
+    y = g.node("GlobalAveragePool", [g.qdq(_stem(g), 0.04, name="gap_in")], name="gap")
+    y = g.node("Flatten", [y], name="flat")
+    g.output(g.node("Gemm", [y, g.weight((10, 32), style="float", name="fc_w")], name="fc", transB=1))
+    return g.ir()
+
+
 CASES: dict[str, tuple[Callable[[], ir.Model], str]] = {
     "bias": (quantized_biases, "QDQ409"),
     "pad": (qdq_between_pad_and_conv, "QDQ107"),
     "maxpool": (maxpool_scale_mismatch, "QDQ303"),
     "several": (several_q_on_one_tensor, "QDQ404"),
+    "unquantized": (weighted_op_not_quantized, "QDQ102"),
+    "pooled": (int8_in_float_out, "QDQ205"),
 }
 
 

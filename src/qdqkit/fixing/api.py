@@ -2,7 +2,8 @@
 
 1. Weight paths first: a DQ followed by Transpose/Reshape/Identity on a constant weight is folded
    into the weight, BatchNormalization after a quantized conv is folded into it with the weight
-   Q/DQ recomputed, and quantized biases go back to float (``passes``).
+   Q/DQ recomputed, quantized biases go back to float, and a Q after the float Cast of a network
+   input quantizes the input itself (``passes``).
 2. Then rounds: lint, plan the target placement (``passes.qdq_target``: the one policy of
    ``trt.placement`` with the scales the model carries), and call the fix of every fixable finding
    (or of the rules selected), each repairing the nodes and tensors its finding names. Repeat until
@@ -28,18 +29,19 @@ from qdqkit.core.data import DataRequest, DataSource
 from qdqkit.core.errors import QdqkitError
 from qdqkit.core.gc_pause import paused_cyclic_gc
 from qdqkit.core.model_io import load_model, stage_model
-from qdqkit.core.shapes import ValueTypes
+from qdqkit.core.qdq import QdqView
 from qdqkit.fixing.result import EngineFigures, FixAction, FixResult, Unfixed
-from qdqkit.linting import RULES, run_rules, summarize
-from qdqkit.linting.result import LintResult, RuleGroup
+from qdqkit.fixing.retype import RoundTypes
+from qdqkit.linting import check_prediction
+from qdqkit.linting.result import LintResult
 from qdqkit.passes.float_bias import DequantizeBias
 from qdqkit.passes.fold_batchnorm_qdq import FoldBatchNormIntoQuantizedConv
 from qdqkit.passes.fold_weight_qdq_path import FoldDequantizedWeightPath
+from qdqkit.passes.input_cast_qdq import QuantizeBeforeInputCast
 from qdqkit.passes.name_nodes import NameUnnamedNodes
 from qdqkit.passes.qdq_target import QdqTarget, plan_target
 from qdqkit.passes.replace_qdq import end_session, start_session
 from qdqkit.rules import Finding, RuleUnit, rule, units_for
-from qdqkit.rules.model_context import LintContext
 from qdqkit.trt.engine import LayerKind
 from qdqkit.trt.engine_analysis import int8_conv_outputs
 from qdqkit.trt.predict import run_prediction
@@ -89,13 +91,13 @@ def _fix(
         raise QdqkitError(f"{out_path}: the output must be an .onnx file")
     fixers = _fixers(rules)
     where, working, source_path = _load(model)
-    first, types = _check(working, trt, target)
+    first, types, view = _check(working, trt, target)
     before = _figures(first)
     fixable_before = len(_fixable(first, fixers))
     prepared = _prepare(working) if fixable_before or not rules else []
     if prepared:
         # Folding a weight path is not a placement repair: say so only when it changed something.
-        first, types = _check(working, trt, target)
+        first, types, view = _check(working, trt, target)
     actions: list[FixAction] = []
     skipped: dict[str, None] = {}
     calibrated: dict[str, float] = {}
@@ -106,14 +108,16 @@ def _fix(
         if not findings:
             break
         rounds += 1
-        plan = plan_target(working, target=target, extra_scales=calibrated, types=types)
+        plan = plan_target(working, target=target, extra_scales=calibrated,
+                           types=types.types, view=view)
         if plan.missing and calib is not None and not calibrated:
             calibrated = _calibrate(plan, calib)
-            plan = plan_target(working, target=target, extra_scales=calibrated, types=types)
+            plan = plan_target(working, target=target, extra_scales=calibrated,
+                               types=types.types, view=view)
         for tensors in plan.missing.values():
             skipped[f"no scale for {', '.join(repr(t) for t in tensors[:4])}: nothing next to "
                     "it carries one; give --calib data to compute it"] = None
-        session = start_session(working, plan, types=types)
+        session = start_session(working, plan, types=types.types)
         changed = False
         for finding in findings:
             mark = len(session.log)
@@ -123,7 +127,7 @@ def _fix(
             actions.append(FixAction(finding.code, rule(finding.code).name, finding.message,
                                      tuple(session.log[mark:])))
         end_session(working)
-        current, types = _check(working, trt, target)
+        current, types, view = _check(working, trt, target, types)
         if not changed:
             break
     if prepared or any(a.changes for a in actions):
@@ -151,20 +155,16 @@ def _fix(
     return result
 
 
-def _check(model: ir.Model, trt: str, target: str) -> tuple[LintResult, ValueTypes]:
-    """``lint`` without the latency comparison (no rule ``fix`` repairs reads it): the predicted
-    engine, every model rule's findings and the engine summary; and the value types the
-    prediction inferred, which planning the target needs too."""
-    prediction = run_prediction(model, trt=trt, target=target)
-    ctx = LintContext(prediction)
-    by_code: dict[str, list[Finding]] = {}
-    for finding in run_rules(ctx):
-        by_code.setdefault(finding.code, []).append(finding)
-    groups = [RuleGroup.of(r, by_code[r.code]) for r in RULES if r.code in by_code]
-    result = LintResult(model="", trt=prediction.trt, target=prediction.target,
-                        quantized=ctx.view.qdq_count > 0, groups=groups,
-                        summary=summarize(prediction.engine), engine=prediction.engine)
-    return result, prediction.facts.types
+def _check(model: ir.Model, trt: str, target: str, before: RoundTypes | None = None
+           ) -> tuple[LintResult, RoundTypes, QdqView]:
+    """``lint`` without the latency comparison (no rule ``fix`` repairs reads it), and the value
+    types the prediction used, which planning the target needs too. ``before``: the types of the
+    model before a round of repairs, carried over to the round's new Q/DQ (``retype``), so shape
+    inference runs once, not once per round. And the model's Q/DQ view, until it changes."""
+    types = before.after_round(model) if before is not None else None
+    prediction = run_prediction(model, trt=trt, target=target, types=types)
+    return (check_prediction(prediction, ""), RoundTypes.of(model, prediction.facts.types),
+            prediction.facts.view)
 
 
 def _external(model: ir.Model) -> bool:
@@ -203,7 +203,7 @@ def _prepare(model: ir.Model) -> list[str]:
     NameUnnamedNodes()(model)
     changes: list[str] = []
     for rewrite in (FoldDequantizedWeightPath(), FoldBatchNormIntoQuantizedConv(),
-                    DequantizeBias()):
+                    DequantizeBias(), QuantizeBeforeInputCast()):
         rewrite(model)
         changes.extend(rewrite.changes)
     return changes

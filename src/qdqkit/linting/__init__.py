@@ -19,9 +19,10 @@ from qdqkit.linting.catalog import RULES, Severity
 from qdqkit.linting.result import EngineComparison, EngineSummary, LintResult, RuleGroup
 from qdqkit.rules import Finding, units_for
 from qdqkit.rules.model_context import LintContext
+from qdqkit.trt.cost_model import LatencyComparison
 from qdqkit.trt.engine import EngineGraph, Precision
 from qdqkit.trt.gpus import DEFAULT_GPU, find_gpu
-from qdqkit.trt.predict import run_prediction
+from qdqkit.trt.predict import Prediction, run_prediction
 
 
 def run_rules(ctx: LintContext) -> list[Finding]:
@@ -83,6 +84,13 @@ def _predict_and_check(model: ir.Model | str | os.PathLike[str], name: str, trt:
     if not isinstance(model, ir.Model):
         prediction.engine.metadata["model"] = os.fspath(model)
     latency = compare_latency(loaded, prediction.engine, prediction.trt, device)
+    return check_prediction(prediction, name, latency)
+
+
+def check_prediction(prediction: Prediction, name: str,
+                     latency: LatencyComparison | None = None) -> LintResult:
+    """Every model rule over ``prediction``, grouped by rule, with the engine summary; without
+    ``latency`` the rules reading the latency comparison find nothing."""
     ctx = LintContext(prediction, latency)
     by_code: dict[str, list[Finding]] = {}
     for finding in run_rules(ctx):

@@ -1,10 +1,11 @@
 """The placement a Q/DQ model should have: the one policy, with the scales the model already carries.
 
 ``plan_target(model)`` changes nothing; ``fix`` repairs toward what it returns. Rules:
-1. A copy of the model has every Q/DQ stripped (``StripQdqPairs``); each activation's INT8 scale is
-   read from the Q that quantized it first: an int8 zero point of 0 keeps its scale, any other
-   zero point keeps the range it covered, ``amax = scale * max(zp - qmin, qmax - zp)``, as a
-   symmetric scale ``amax / 127``. Several Qs on one tensor: the widest wins.
+1. A copy of the model has every Q/DQ stripped (``float_copy``, else ``StripQdqPairs`` on a
+   clone); each activation's INT8 scale is read from the Q that quantized it first: an int8 zero
+   point of 0 keeps its scale, any other zero point keeps the range it covered,
+   ``amax = scale * max(zp - qmin, qmax - zp)``, as a symmetric scale ``amax / 127``. Several Qs
+   on one tensor: the widest wins.
 2. ``trt.placement.plan_placement`` places Q/DQ on the stripped copy. A scale group (Concat, MaxPool
    and SPPF families, Add inputs) takes the widest scale any member carries; a group no member
    carries a scale for takes the widest scale of its neighbours across a scale-preserving op
@@ -25,6 +26,7 @@ import onnx_ir as ir
 from qdqkit.core.errors import QdqkitError
 from qdqkit.core.qdq import QdqView, QuantParams, node_label, quant_range
 from qdqkit.core.shapes import ValueTypes
+from qdqkit.passes.float_copy import float_copy
 from qdqkit.passes.scales import ScaleTable
 from qdqkit.passes.strip_qdq import StripQdqPairs
 from qdqkit.trt.placement import Placement, plan_placement
@@ -123,23 +125,17 @@ def _neighbour_scale(value: ir.Value, scales: Mapping[str, float]) -> tuple[floa
 
 def plan_target(
     model: ir.Model, *, target: str = "gpu", extra_scales: Mapping[str, float] | None = None,
-    types: ValueTypes | None = None,
+    types: ValueTypes | None = None, view: QdqView | None = None,
 ) -> QdqTarget:
     """The placement ``model`` should have (see the module docstring).
 
     ``types`` are the value types of ``model`` when the caller has them (by name, so they hold
-    for the stripped copy too); otherwise they are inferred again.
+    for the stripped copy too); otherwise they are inferred again. ``view``: ``model``'s Q/DQ
+    view when the caller has one.
     """
-    stripped = model.clone()
-    view = QdqView(stripped.graph)
-    scales = carried_scales(stripped, view)
-    try:
-        StripQdqPairs(ScaleTable(), constants=view.constant_values, view=view)(stripped)
-    except AssertionError as exc:
-        raise QdqkitError(f"cannot read the Q/DQ placement: {exc}; only constant weights, network "
-                          "inputs and Q outputs can be dequantized") from None
-    except ValueError:
-        raise QdqkitError(_invalid_dequantize(view)) from None
+    view = view if view is not None and view.graph is model.graph else QdqView(model.graph)
+    scales = carried_scales(model, view)
+    stripped = float_copy(model, view) or _strip_clone(model)
     placement = plan_placement(stripped, target=target, types=types)
     extra = dict(extra_scales or {})
     group_scale: dict[str, float] = {}
@@ -186,6 +182,20 @@ def plan_target(
     return QdqTarget(points, group_of, groups, quantized, kept_float, missing, sources,
                      unscaled, stripped)
 
+
+
+def _strip_clone(model: ir.Model) -> ir.Model:
+    """The general way to the float graph (rule 1), for what ``float_copy`` does not take."""
+    stripped = model.clone()
+    view = QdqView(stripped.graph)
+    try:
+        StripQdqPairs(ScaleTable(), constants=view.constant_values, view=view)(stripped)
+    except AssertionError as exc:
+        raise QdqkitError(f"cannot read the Q/DQ placement: {exc}; only constant weights, network "
+                          "inputs and Q outputs can be dequantized") from None
+    except ValueError:
+        raise QdqkitError(_invalid_dequantize(view)) from None
+    return stripped
 
 
 def _groups_by_reader(placement: Placement) -> dict[ir.Node, str]:

@@ -24,6 +24,7 @@ from qdqkit.core.qdq import WEIGHTED_OPS, is_dequantize, is_quantize, node_label
 from qdqkit.core.qdq_math import dequantize
 from qdqkit.core.shapes import ValueTypes, infer_value_types
 from qdqkit.core.weights import weight_index
+from qdqkit.passes.input_cast_qdq import quantize_before_input_cast
 from qdqkit.passes.insert_qdq import ActivationQdq, InsertQdq, WeightQdq, _Names
 from qdqkit.passes.qdq_target import QdqTarget, activation_scale, plan_target
 from qdqkit.trt.predict.wanted import is_commuting
@@ -492,12 +493,13 @@ class _SessionInsert(InsertQdq):
         half = value.dtype is None and self.half is not None and self.half(value)
         before = {u.node for u in value.uses()}
         super()._quantize_activation(graph, names, spec)
-        if not half:
-            return
-        # A float16 tensor at opset 19+: the pair takes a float16 scale and writes float16.
-        for use in value.uses():
-            if use.node not in before and is_quantize(use.node):
-                scale = use.node.inputs[1]
+        made = [u.node for u in value.uses() if u.node not in before and is_quantize(u.node)]
+        if half:
+            # A float16 tensor at opset 19+: the pair takes a float16 scale and writes float16.
+            for q in made:
+                scale = q.inputs[1]
                 if scale is not None and scale.const_value is not None:
                     scale.const_value = ir.Tensor(
                         scale.const_value.numpy().astype(np.float16), name=scale.name)
+        for q in made:  # the Q of a cast network input reads the input (passes.input_cast_qdq)
+            quantize_before_input_cast(graph, q)

@@ -2,6 +2,11 @@
 
 Runs last: it receives every other finding and reports only the predicted Q/DQ Reformats none of
 them names, so each Reformat is explained once, by its most specific rule.
+
+Not reported: the Q in front of weighted ops that run INT8, read by nothing else, whose producer
+computes math INT8 cannot carry (Tanh, Erf, Exp...; C17). The ops need that Q (D1) and nothing
+before it can absorb it, like a network input's (B8): the placement policy places it there on
+purpose, weighing the Reformat against the ops' INT8 (C15, C20), so no placement removes it.
 """
 
 from __future__ import annotations
@@ -46,12 +51,46 @@ def fix(finding: Finding, model: ir.Model) -> bool:
 
 
 def check(ctx: LintContext, earlier: Sequence[Finding]) -> Iterator[Finding]:
+    from qdqkit.core.qdq import node_label
+
     named = {node for finding in earlier for node in finding.nodes}
+    quantizers = {node_label(q): q for q in ctx.view.quantize_nodes}
     for layer in ctx.prediction.engine.layers:
         if layer.origin != "QDQ" or any(n in named for n in layer.onnx_nodes):
+            continue
+        only = quantizers.get(layer.onnx_nodes[0]) if len(layer.onnx_nodes) == 1 else None
+        if only is not None and _weighted_input_after_float_math(ctx, only):
             continue
         note = layer.notes[0] if layer.notes else "a standalone Q/DQ"
         yield ctx.finding("QDQ407", f"'{layer.name}': {note}", nodes=layer.onnx_nodes,
                           tensors=[t.name for t in layer.inputs],
                           cost=f"+1 Reformat layer ({layer.input_precision} -> "
                           f"{layer.output_precision})")
+
+
+def _weighted_input_after_float_math(ctx: LintContext, q: ir.Node) -> bool:
+    """The exception of the module docstring (through a Pad in front of a conv too, C12)."""
+    from qdqkit.core.qdq import is_dequantize
+    from qdqkit.trt.engine import Precision
+    from qdqkit.trt.placement import precision_sensitive
+
+    facts = ctx.prediction.facts
+    x = q.inputs[0]
+    producer = x.producer() if x is not None else None
+    block = ctx.prediction.block_of(producer) if producer is not None else None
+    if block is None or not any(precision_sensitive(facts, n) for n in block.nodes):
+        return False
+    dqs = [u.node for u in q.outputs[0].uses()]
+    if not dqs or not all(is_dequantize(dq) and not dq.outputs[0].is_graph_output() for dq in dqs):
+        return False
+    readers = [(u.node, dq.outputs[0]) for dq in dqs for u in dq.outputs[0].uses()]
+    for reader, value in readers:
+        if reader.op_type == "Pad" and len(list(reader.outputs[0].uses())) == 1:
+            value = reader.outputs[0]
+            reader = next(iter(value.uses())).node
+        index = ctx.view.activation_index(reader) if reader in facts.weighted else None
+        layer = ctx.prediction.layer_of(reader)
+        if index is None or reader.inputs[index] is not value or layer is None \
+                or layer.precision != Precision.INT8:
+            return False
+    return bool(readers)

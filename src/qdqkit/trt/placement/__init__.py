@@ -11,6 +11,8 @@ from qdqkit.trt.placement.policy import (
     WeightedDecision,
     matches,
     plan_placement,
+    precision_sensitive,
 )
 
-__all__ = ["Placement", "QuantPoint", "WeightedDecision", "matches", "plan_placement"]
+__all__ = ["Placement", "QuantPoint", "WeightedDecision", "matches", "plan_placement",
+           "precision_sensitive"]

@@ -18,6 +18,11 @@
    sensitive or it holds an Add TensorRT would fuse into a conv.
 4. Network outputs are never quantized; LayerNorm, Softmax, GELU and everything after the last
    weighted op stay float because nothing asks for INT8 there (C16, C17).
+5. A weighted op reading the output of float math (Tanh, Erf...: C17) is still quantized (D1):
+   its Q is a Reformat of its own, weighed by the size rule (``sizes``) like a first layer's,
+   and lint does not report it as stray (QDQ407). A Q/DQ on the float16 copy of a float32
+   network input (a Cast) is realized on the input itself, the DQ writing float16 and the Cast
+   gone (B8, A2; ``passes.input_cast_qdq``).
 
 ``target="dla"`` instead gives every float tensor a scale, outputs included (I1, I2): DLA's
 implicit INT8 needs one on every tensor, and ``translate`` turns the Q/DQ into the cache.
@@ -56,13 +61,13 @@ from qdqkit.trt.predict.wanted import commuting_data_index, is_commuting
 
 # Pointwise math that loses too much in INT8 (C17): GELU's erf/tanh, normalizations' roots and
 # powers, softmax's exponentials.
-_SENSITIVE = frozenset({"Erf", "Tanh", "Gelu", "Exp", "Log", "Sqrt", "Reciprocal", "Pow",
+SENSITIVE_OPS = frozenset({"Erf", "Tanh", "Gelu", "Exp", "Log", "Sqrt", "Reciprocal", "Pow",
                         "Softplus", "Mish"})
 
 
 # Ops a weighted op's INT8 output travels through without a float round trip: its epilogue
 # (BN, activations, bias arithmetic), copies, pools and Resize.
-_INT8_CARRIERS = DATA_MOVEMENT | POOLS | (POINTWISE - _SENSITIVE) | {
+_INT8_CARRIERS = DATA_MOVEMENT | POOLS | (POINTWISE - SENSITIVE_OPS) | {
     "Resize", "Upsample", "Concat",
 }
 
@@ -410,7 +415,7 @@ def _int8_pointwise_blocks(facts: GraphFacts, blocked: Mapping[ir.Node, str]
     an Add that reads a conv chain, which TensorRT would otherwise fuse (QDQ202; C3, C6).
     """
     blocks, block_of = form_blocks(facts)
-    sensitive = {b for b in blocks if any(_sensitive(facts, n) for n in b.nodes)}
+    sensitive = {b for b in blocks if any(precision_sensitive(facts, n) for n in b.nodes)}
     found: dict[ir.Node, Block] = {}
     for block in blocks:
         if block.weighted is not None or not all(
@@ -449,8 +454,9 @@ def _conv_fed(facts: GraphFacts, value: ir.Value) -> bool:
     return False
 
 
-def _sensitive(facts: GraphFacts, node: ir.Node) -> bool:
-    if node.op_type in _SENSITIVE:
+def precision_sensitive(facts: GraphFacts, node: ir.Node) -> bool:
+    """Whether ``node``'s math loses too much in INT8 (C17): the policy keeps it float."""
+    if node.op_type in SENSITIVE_OPS:
         return True
     if node.op_type == "Div":
         return len(node.inputs) > 1 and not facts.is_constant(node.inputs[1])

@@ -22,7 +22,7 @@ import onnx_ir as ir
 from qdqkit.core.errors import QdqkitError
 from qdqkit.core.model_io import load_model
 from qdqkit.core.qdq import QdqView
-from qdqkit.core.shapes import infer_value_types
+from qdqkit.core.shapes import ValueTypes, infer_value_types
 from qdqkit.trt.engine import EngineGraph, EngineLayer, EngineTensor, LayerCost, Precision
 from qdqkit.trt.predict.fusion import Block, GraphFacts, collect_facts, form_blocks
 from qdqkit.trt.predict.state import Int8Tensor
@@ -119,8 +119,14 @@ class Prediction:
 
 
 def run_prediction(
-    model: ir.Model | str | os.PathLike[str], *, trt: str = "8.6", target: str = "gpu"
+    model: ir.Model | str | os.PathLike[str], *, trt: str = "8.6", target: str = "gpu",
+    types: ValueTypes | None = None,
 ) -> Prediction:
+    """The engine TensorRT ``trt`` would build for ``target``, and the facts behind it.
+
+    ``types`` are the model's inferred value types when the caller already has them (a caller
+    that only moved Q/DQ since inferring them); otherwise ONNX inference runs.
+    """
     version = normalize_trt_version(trt)
     target = str(target).strip().lower()
     if target not in TARGETS:
@@ -134,7 +140,7 @@ def run_prediction(
     graph = model.graph
     view = QdqView(graph)
     # Shapes come back as a table: predicting never writes into the caller's model.
-    facts = collect_facts(graph, view, infer_value_types(model))
+    facts = collect_facts(graph, view, types if types is not None else infer_value_types(model))
     blocks, block_of = form_blocks(facts)
     wanted = wanted_scales(facts)
     walk = PrecisionWalk(facts, block_of, wanted, strongly_typed=version == "11")
