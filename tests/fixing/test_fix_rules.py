@@ -139,3 +139,35 @@ def test_qdqkit_fix_on_the_command_line_removes_quantized_biases(
     assert "QDQ409" not in lint(ir.load(out)).codes()
     x = {"x": np.random.default_rng(0).standard_normal((1, 32, 16, 16)).astype(np.float32)}
     np.testing.assert_array_equal(run_model(source, x)[0], run_model(out, x)[0])
+
+
+def test_keep_float_takes_listed_nodes_out_of_int8_and_keeps_them_there(tmp_path: Path) -> None:
+    """`fix --keep-float FILE` reads the list `compare --fallback` writes (one name per line)."""
+    from qdqkit.cli import main
+    from qdqkit.core.qdq import is_dequantize
+
+    g = GraphBuilder("fallback", seed=6)
+    y = g.node("Relu", [g.conv(g.qdq(_stem(g), 0.05, name="q1"), 32, 32, name="c1")], name="r1")
+    y = g.node("Relu", [g.conv(g.qdq(y, 0.05, name="q2"), 32, 32, name="c2")], name="r2")
+    g.output(y)
+    source = tmp_path / "model.onnx"
+    ir.save(g.ir(), source)
+    listed = tmp_path / "fallback.txt"
+    listed.write_text("# largest output gain first\nc1\n")
+    out = tmp_path / "fixed.onnx"
+    assert main(["fix", str(source), "-o", str(out), "--keep-float", str(listed)]) == 0
+    fixed = ir.load(out)
+    c1 = next(n for n in fixed.graph if n.name == "c1")
+    c2 = next(n for n in fixed.graph if n.name == "c2")
+    reads_dq = [v is not None and (p := v.producer()) is not None and is_dequantize(p)
+                for v in c1.inputs[:2]]
+    assert reads_dq == [False, False]  # activation and weight both float now
+    assert c2.inputs[0].producer() is not None and is_dequantize(c2.inputs[0].producer())
+    # Nothing re-quantizes c1, and the model computes what it did up to quantization error.
+    assert not [f for f in lint(fixed).findings("QDQ102") if "c1" not in f.message]
+    feed = {"x": np.random.default_rng(0).normal(size=(1, 32, 16, 16)).astype(np.float32)}
+    snr = error_metrics(run_model(g.ir(), feed)[0], run_model(fixed, feed)[0]).snr_db
+    assert snr >= 30
+    listed.write_text("no_such_node\n")
+    assert main(["fix", str(source), "-o", str(tmp_path / "x.onnx"), "--keep-float",
+                 str(listed)]) == 2

@@ -30,6 +30,10 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--rules", default=None, metavar="CODES",
                         help="only these rules' fixes, comma-separated codes or names "
                         "(default: every fixable rule)")
+    parser.add_argument("--keep-float", action="append", default=[], metavar="FILE",
+                        help="take the nodes listed in FILE out of INT8 and keep them there: one "
+                        "name, glob or op type per line, '#' lines are comments (the list "
+                        "'compare --fallback' writes)")
     parser.add_argument("--dry-run", action="store_true",
                         help="print the plan and what would change; write nothing")
     add_groups(parser, DATA, TRT, TARGET, JSON)
@@ -37,6 +41,7 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from qdqkit.core.node_list import read_node_list
     from qdqkit.fixing import fix
 
     output = OUTPUT.parse(args)
@@ -46,7 +51,9 @@ def run(args: argparse.Namespace) -> int:
     data = DATA.parse(args)
     rules = [c.strip() for c in args.rules.split(",") if c.strip()] if args.rules else None
     result = fix(args.model, output=output, rules=rules, trt=TRT.parse(args),
-                 target=TARGET.parse(args), calib=data.request(), dry_run=args.dry_run)
+                 target=TARGET.parse(args), calib=data.request(),
+                 keep_float=[name for path in args.keep_float for name in read_node_list(path)],
+                 dry_run=args.dry_run)
     if JSON.parse(args):
         print_json(result.to_json())
     else:
@@ -73,7 +80,7 @@ def render(result: Any) -> str:
              f"{result.rounds} round(s): fixable findings {result.fixable_before} -> "
              f"{result.fixable_after}"]
     if result.prepared:
-        lines += ["", "weight paths:"] + [f"  {c}" for c in result.prepared[:_SHOWN]]
+        lines += ["", "before the rule fixes:"] + [f"  {c}" for c in result.prepared[:_SHOWN]]
         if len(result.prepared) > _SHOWN:
             lines.append(f"  ... and {len(result.prepared) - _SHOWN} more (--json lists all)")
     for code, actions in result.by_rule().items():

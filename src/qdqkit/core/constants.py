@@ -132,3 +132,11 @@ def constant_derived_values(graph: ir.Graph) -> set[ir.Value]:
         if node.op_type == "Constant" or (inputs and all(v in constant for v in inputs)):
             constant.update(node.outputs)
     return constant
+
+
+def new_constant(name: str | None, array: np.ndarray) -> ir.Value:
+    """A value holding ``array``, with its shape and type declared so shape-reading steps (MACs,
+    the predictor) see them before the model is saved and read again."""
+    tensor = ir.Tensor(array)
+    return ir.Value(name=name, shape=ir.Shape(array.shape), type=ir.TensorType(tensor.dtype),
+                    const_value=tensor)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import onnx
@@ -29,7 +29,7 @@ from qdqkit.core.data import DataRequest, DataSource
 from qdqkit.core.errors import QdqkitError
 from qdqkit.core.gc_pause import paused_cyclic_gc
 from qdqkit.core.model_io import load_model, stage_model
-from qdqkit.core.qdq import QdqView
+from qdqkit.core.qdq import QdqView, node_label
 from qdqkit.fixing.result import EngineFigures, FixAction, FixResult, Unfixed
 from qdqkit.fixing.retype import RoundTypes
 from qdqkit.linting import check_prediction
@@ -38,12 +38,14 @@ from qdqkit.passes.float_bias import DequantizeBias
 from qdqkit.passes.fold_batchnorm_qdq import FoldBatchNormIntoQuantizedConv
 from qdqkit.passes.fold_weight_qdq_path import FoldDequantizedWeightPath
 from qdqkit.passes.input_cast_qdq import QuantizeBeforeInputCast
+from qdqkit.passes.keep_float import KeepNodesFloat
 from qdqkit.passes.name_nodes import NameUnnamedNodes
 from qdqkit.passes.qdq_target import QdqTarget, plan_target
 from qdqkit.passes.replace_qdq import end_session, start_session
 from qdqkit.rules import Finding, RuleUnit, rule, units_for
 from qdqkit.trt.engine import LayerKind
 from qdqkit.trt.engine_analysis import int8_conv_outputs
+from qdqkit.trt.placement.policy import matches
 from qdqkit.trt.predict import run_prediction
 from qdqkit.trt.versions import TARGETS, normalize_trt_version
 
@@ -61,6 +63,7 @@ def fix(
     calib: DataSource | DataRequest | None = None,
     calib_batch: int | None = None,
     calib_limit: int | None = None,
+    keep_float: Sequence[str] = (),
     dry_run: bool = False,
 ) -> FixResult:
     """Repair ``model``'s Q/DQ placement (see the module docstring); with ``output`` (and not
@@ -70,7 +73,7 @@ def fix(
         # at every generation threshold, a cost that grows faster than the graph.
         request = calib if isinstance(calib, DataRequest) or calib is None else DataRequest(
             calib, batch=calib_batch, limit=calib_limit)
-        return _fix(model, output, rules, trt, target, request, dry_run)
+        return _fix(model, output, rules, trt, target, request, list(keep_float), dry_run)
 
 
 def _fix(
@@ -80,6 +83,7 @@ def _fix(
     trt: str,
     target: str,
     calib: DataRequest | None,
+    keep_float: list[str],
     dry_run: bool,
 ) -> FixResult:
     start = time.perf_counter()
@@ -93,8 +97,16 @@ def _fix(
     where, working, source_path = _load(model)
     first, types, view = _check(working, trt, target)
     before = _figures(first)
-    fixable_before = len(_fixable(first, fixers))
+    kept, kept_changes = _keep_float(working, keep_float, where)
+    if kept_changes:
+        first, types, view = _check(working, trt, target)
+    # Nodes kept float on purpose are never re-quantized and their findings are not fixed; they
+    # are known by their labels (their names once the preparation has named every node).
+    fixable_before = len(_without([node_label(n) for n in kept])(first, fixers))
     prepared = _prepare(working) if fixable_before or not rules else []
+    kept_names = sorted(node_label(node) for node in kept)
+    fixers_of = _without(kept_names)
+    prepared = kept_changes + prepared
     if prepared:
         # Folding a weight path is not a placement repair: say so only when it changed something.
         first, types, view = _check(working, trt, target)
@@ -104,16 +116,16 @@ def _fix(
     rounds = 0
     current = first
     for _ in range(MAX_ROUNDS):
-        findings = _fixable(current, fixers)
+        findings = fixers_of(current, fixers)
         if not findings:
             break
         rounds += 1
         plan = plan_target(working, target=target, extra_scales=calibrated,
-                           types=types.types, view=view)
+                           types=types.types, view=view, exclude=kept_names)
         if plan.missing and calib is not None and not calibrated:
             calibrated = _calibrate(plan, calib)
             plan = plan_target(working, target=target, extra_scales=calibrated,
-                               types=types.types, view=view)
+                               types=types.types, view=view, exclude=kept_names)
         for tensors in plan.missing.values():
             skipped[f"no scale for {', '.join(repr(t) for t in tensors[:4])}: nothing next to "
                     "it carries one; give --calib data to compute it"] = None
@@ -133,7 +145,7 @@ def _fix(
     if prepared or any(a.changes for a in actions):
         # New scales and weights are initializers that are not graph inputs: IR version 4 on.
         working.ir_version = max(working.ir_version or 0, _MIN_IR_VERSION)
-    left = _fixable(current, fixers)
+    left = fixers_of(current, fixers)
     reasons = list(skipped) or ["the target placement does not remove it"]
     unfixed = [Unfixed(f.code, f.message, reasons[0]) for f in left]
     result = FixResult(
@@ -186,6 +198,38 @@ def _fixers(selected: Sequence[str] | None) -> dict[str, RuleUnit]:
                               "the fixable ones")
         chosen[found.code] = by_code[found.code]
     return chosen
+
+
+def _keep_float(model: ir.Model, patterns: list[str], where: str
+                ) -> tuple[list[ir.Node], list[str]]:
+    """Rule 0: the listed nodes read their inputs in float (``KeepNodesFloat``)."""
+    if not patterns:
+        return [], []
+    keeper = KeepNodesFloat(patterns)
+    keeper(model)
+    unmatched = [p for p in patterns if not any(matches(n, [p]) for n in keeper.kept)]
+    if unmatched:
+        raise QdqkitError(f"{where}: no node is named {unmatched[0]!r} (keep-float list); give "
+                          "node names, globs or op types as reports list them")
+    return keeper.kept, keeper.changes
+
+
+def _without(kept: list[str]) -> Callable[[LintResult, dict[str, RuleUnit]], list[Finding]]:
+    """``_fixable`` without the findings about nodes kept float on purpose."""
+    names = frozenset(kept)
+    if not names:
+        return _fixable
+
+    def fixable(result: LintResult, fixers: dict[str, RuleUnit]) -> list[Finding]:
+        # A finding about a kept node, or about a tensor a kept node's fused layer writes (the Q
+        # at the boundary back into INT8 is the fallback's price, not a misplacement).
+        written_by_kept = {t.name for layer in result.engine.layers
+                           if names.intersection(layer.onnx_nodes) for t in layer.outputs}
+        return [f for f in _fixable(result, fixers)
+                if not (f.nodes and f.nodes[0] in names)
+                and not written_by_kept.intersection(f.tensors)]
+
+    return fixable
 
 
 def _fixable(result: LintResult, fixers: dict[str, RuleUnit]) -> list[Finding]:

@@ -14,6 +14,7 @@ from collections.abc import Collection
 
 import onnx_ir as ir
 
+from qdqkit.core.constants import new_constant
 from qdqkit.core.qdq import node_label
 from qdqkit.passes.replace_qdq import dequantized_constant, dq_of_constant, remove_unused
 
@@ -38,8 +39,7 @@ class DequantizeBias(ir.passes.InPlacePass):
             array = dequantized_constant(dq) if dq is not None else None
             if bias is None or dq is None or array is None:
                 continue
-            floating = ir.Value(name=f"{bias.name}_float" if bias.name else None,
-                                const_value=ir.Tensor(array))
+            floating = new_constant(f"{bias.name}_float" if bias.name else None, array)
             graph.register_initializer(floating)
             node.replace_input_with(2, floating)
             remove_unused(graph, dq)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from qdqkit.core.constants import constant_array
+from qdqkit.core.constants import constant_array, new_constant
 from qdqkit.core.qdq import node_label
 from qdqkit.passes.fold_batchnorm import FoldBatchNormIntoConv
 from qdqkit.passes.replace_qdq import (
@@ -51,8 +51,7 @@ class FoldBatchNormIntoQuantizedConv(ir.passes.InPlacePass):
             array = dequantized_constant(dq)
             if array is None:
                 continue
-            floating = ir.Value(name=f"{weight.name}_bn_folded",
-                                const_value=ir.Tensor(array))
+            floating = new_constant(f"{weight.name}_bn_folded", array)
             graph.register_initializer(floating)
             conv.replace_input_with(1, floating)
             remove_unused(graph, dq)

@@ -17,7 +17,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -125,7 +125,7 @@ def _neighbour_scale(value: ir.Value, scales: Mapping[str, float]) -> tuple[floa
 
 def plan_target(
     model: ir.Model, *, target: str = "gpu", extra_scales: Mapping[str, float] | None = None,
-    types: ValueTypes | None = None, view: QdqView | None = None,
+    types: ValueTypes | None = None, view: QdqView | None = None, exclude: Sequence[str] = (),
 ) -> QdqTarget:
     """The placement ``model`` should have (see the module docstring).
 
@@ -136,7 +136,7 @@ def plan_target(
     view = view if view is not None and view.graph is model.graph else QdqView(model.graph)
     scales = carried_scales(model, view)
     stripped = float_copy(model, view) or _strip_clone(model)
-    placement = plan_placement(stripped, target=target, types=types)
+    placement = plan_placement(stripped, target=target, types=types, exclude=exclude)
     extra = dict(extra_scales or {})
     group_scale: dict[str, float] = {}
     sources: dict[str, str] = {}

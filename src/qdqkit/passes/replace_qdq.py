@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import onnx_ir as ir
 
+from qdqkit.core.constants import new_constant
 from qdqkit.core.qdq import WEIGHTED_OPS, is_dequantize, is_quantize, node_label, read_params
 from qdqkit.core.qdq_math import dequantize
 from qdqkit.core.shapes import ValueTypes, infer_value_types
@@ -453,8 +454,7 @@ def _dequantize_weight(graph: ir.Graph, node: ir.Node) -> bool:
     array = dequantized_constant(dq) if dq is not None else None
     if value is None or dq is None or array is None:
         return False
-    floating = ir.Value(name=f"{value.name}_float" if value.name else None,
-                        const_value=ir.Tensor(array))
+    floating = new_constant(f"{value.name}_float" if value.name else None, array)
     graph.register_initializer(floating)
     node.replace_input_with(index, floating)  # type: ignore[arg-type]
     remove_unused(graph, dq)
