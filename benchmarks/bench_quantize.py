@@ -1,7 +1,8 @@
 """``qdqkit.quantize`` end to end against plain inference and onnxruntime's quantizer.
 
 One run on a ResNet-50-shaped float model built in code, N calibration samples (default 64):
-the floor is N plain onnxruntime inferences of the float model (default session options); then
+the floor is N plain onnxruntime inferences of the float model (default session options),
+measured just before each run; then
 the whole ``quantize`` (placement, calibration, Q/DQ insertion, FP16 remainder, prediction,
 lint, writing) with each method, and onnxruntime's ``quantize_static`` (TensorRT-style QDQ
 configuration) with MinMax and Entropy calibration on the same samples. Every run is a child
@@ -109,23 +110,19 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "resnet50_shaped.onnx"
         onnx.save(resnet50_shaped(), path)
-        # The floor runs first and last: on a shared machine the spread between the two is the
-        # noise of every ratio below, which are taken against their mean.
-        first = _run("floor", path, args.samples)
-        results = {}
+        # Each run is paired with a floor measured just before it, and the ratio is to that floor:
+        # on a shared machine the load drifts within minutes, and a ratio to one early floor
+        # would measure the drift.
         modes = [*METHODS, *(() if args.skip_ort else (f"ort-{m}" for m in ORT_METHODS))]
         for mode in modes:
-            results[mode] = _run(mode, path, args.samples)
-        last = _run("floor", path, args.samples)
-        floor = {"seconds": (first["seconds"] + last["seconds"]) / 2}
-        print(f"floor: {args.samples} plain onnxruntime inferences  {first['seconds']:.2f} s "
-              f"first, {last['seconds']:.2f} s last  peak RSS {first['peak_rss_mb']:.0f} MB")
-        for mode, r in results.items():
+            floor = _run("floor", path, args.samples)
+            r = _run(mode, path, args.samples)
             label = f"onnxruntime {mode[4:]}" if mode.startswith("ort-") else f"qdqkit {mode}"
             goal = "" if mode.startswith("ort-") else (
                 " (goal <= 1.2x)" if mode == "max" else " (goal <= 1.4x)")
-            print(f"{label:22s} {r['seconds']:7.2f} s  {r['seconds'] / floor['seconds']:5.2f}x "
-                  f"floor{goal}  peak RSS {r['peak_rss_mb']:6.0f} MB")
+            print(f"{label:22s} {r['seconds']:7.2f} s  floor {floor['seconds']:6.2f} s  "
+                  f"{r['seconds'] / floor['seconds']:5.2f}x{goal}  peak RSS "
+                  f"{r['peak_rss_mb']:6.0f} MB (floor {floor['peak_rss_mb']:.0f} MB)", flush=True)
         if args.rss_samples:
             r = _run("auto", path, args.rss_samples)
             print(f"qdqkit auto, {args.rss_samples} samples: {r['seconds']:.2f} s, "
