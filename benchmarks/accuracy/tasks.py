@@ -1,0 +1,357 @@
+"""The real models of the accuracy proof, each with labelled data made from pinned files.
+
+Labels are exact by construction: text is rendered with a DejaVu font (so the recognizer's string,
+the angle classifier's orientation and the detector's line boxes are known), digits come with
+their labels, faces are pasted into photos. Where there is no label (face and character
+detectors), the float model's detections are the reference and the metric is how many of them the
+INT8 model keeps (IoU >= 0.5 after NMS). Calibration and evaluation samples never overlap: they
+come from different seeds, and for the photos from different backgrounds.
+"""
+
+from __future__ import annotations
+
+import gzip
+import random
+import string
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+from benchmarks.accuracy.fetch import BACKGROUNDS, fetch
+
+Feeds = dict[str, np.ndarray]
+Outputs = list[np.ndarray]
+FONT_PATHS = ("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
+              "/usr/share/fonts/dejavu/DejaVuSans.ttf")
+REPO = Path(__file__).resolve().parents[2]
+
+
+@dataclass
+class Task:
+    name: str
+    model: Path
+    calib: list[Feeds]
+    evaluate: list[Feeds]
+    labels: list[Any]
+    metric: str  # what ``score`` returns, e.g. "top-1 %"
+    # (outputs per sample, labels, float outputs per sample) -> the task metric
+    score: Callable[[list[Outputs], list[Any], list[Outputs]], float]
+
+
+def _font(size: int) -> Any:
+    from PIL import ImageFont
+
+    for path in FONT_PATHS:
+        if Path(path).is_file():
+            return ImageFont.truetype(path, size)
+    raise SystemExit("DejaVuSans.ttf not found: apt-get install fonts-dejavu-core")
+
+
+def _image(path: Path) -> Any:
+    from PIL import Image
+
+    return Image.open(path).convert("RGB")
+
+
+def _backgrounds(paths: dict[str, Path], names: tuple[str, ...]) -> list[Any]:
+    return [_image(paths[n]) for n in names]
+
+
+def _split_backgrounds() -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """Disjoint photos for calibration and evaluation (every other one)."""
+    names = tuple(n for n in BACKGROUNDS if n != "astronaut")
+    return names[0::2], names[1::2]
+
+
+def _crop(background: Any, rng: random.Random, width: int, height: int) -> Any:
+    scale = rng.uniform(0.5, 1.0)
+    w = int(background.width * scale)
+    h = min(background.height, int(w * height / width))
+    x, y = rng.randint(0, background.width - w), rng.randint(0, background.height - h)
+    return background.crop((x, y, x + w, y + h)).resize((width, height))
+
+
+# ---- detection helpers -------------------------------------------------------------------------
+def iou(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """IoU of every box of ``a`` (N, 4 corners) with every box of ``b`` (M, 4)."""
+    lt = np.maximum(a[:, None, :2], b[None, :, :2])
+    rb = np.minimum(a[:, None, 2:], b[None, :, 2:])
+    inter = np.prod(np.clip(rb - lt, 0, None), axis=2)
+    area_a = np.prod(a[:, 2:] - a[:, :2], axis=1)
+    area_b = np.prod(b[:, 2:] - b[:, :2], axis=1)
+    return inter / np.maximum(area_a[:, None] + area_b[None, :] - inter, 1e-9)
+
+
+def nms(boxes: np.ndarray, scores: np.ndarray, threshold: float) -> np.ndarray:
+    order = np.argsort(-scores, kind="stable")
+    keep: list[int] = []
+    while order.size:
+        keep.append(int(order[0]))
+        order = order[1:][iou(boxes[order[:1]], boxes[order[1:]])[0] < threshold]
+    return boxes[keep]
+
+
+def kept_percent(found: list[np.ndarray], reference: list[np.ndarray]) -> float:
+    """Share of the reference boxes matched by a found box at IoU >= 0.5 (greedy, one to one)."""
+    total = matched = 0
+    for ref, got in zip(reference, found, strict=True):
+        total += len(ref)
+        if not len(ref) or not len(got):
+            continue
+        overlaps = iou(ref, got)
+        used: set[int] = set()
+        for row in overlaps:
+            for j in np.argsort(-row):
+                if row[j] < 0.5:
+                    break
+                if int(j) not in used:
+                    used.add(int(j))
+                    matched += 1
+                    break
+    return 100.0 * matched / max(total, 1)
+
+
+# ---- mnist on scikit-learn's digits -------------------------------------------------------------
+def mnist(paths: dict[str, Path], calib: int, count: int) -> Task:
+    from PIL import Image
+
+    with gzip.open(paths["digits"], "rt") as handle:
+        rows = np.loadtxt(handle, delimiter=",")
+    pixels, labels = rows[:, :64].reshape(-1, 8, 8), rows[:, 64].astype(int)
+
+    def feeds(index: int) -> Feeds:
+        # MNIST digits fill a 20x20 box centred in 28x28, white on black, 0..255.
+        small = Image.fromarray((pixels[index] * (255.0 / 16.0)).astype(np.float32), mode="F")
+        digit = np.asarray(small.resize((20, 20), Image.Resampling.BILINEAR), np.float32)
+        image = np.zeros((28, 28), np.float32)
+        image[4:24, 4:24] = np.clip(digit, 0, 255)
+        return {"Input3": image[None, None]}
+
+    evaluate = range(calib, calib + count)
+    return Task("mnist (sklearn digits)", REPO / "tests/fixtures/models/mnist.onnx",
+                [feeds(i) for i in range(calib)], [feeds(i) for i in evaluate],
+                [int(labels[i]) for i in evaluate], "top-1 %",
+                lambda outs, labels, ref: 100.0 * float(np.mean(
+                    [int(np.argmax(o[0])) == y for o, y in zip(outs, labels, strict=True)])))
+
+
+# ---- PP-OCRv4 recognizer and angle classifier on rendered text lines ---------------------------
+def _text_line(rng: random.Random, text: str, size: int) -> Any:
+    from PIL import Image, ImageDraw
+
+    font = _font(size)
+    left, top, right, bottom = font.getbbox(text)
+    ink, paper = rng.randint(0, 90), rng.randint(170, 255)
+    if rng.random() < 0.3:
+        ink, paper = paper, ink
+    margin = size // 4
+    image = Image.new("L", (right - left + 2 * margin, bottom - top + 2 * margin), paper)
+    ImageDraw.Draw(image).text((margin - left, margin - top), text, fill=ink, font=font)
+    noise = np.asarray(image, np.float32) + np.random.default_rng(rng.randint(0, 2**31)).normal(
+        0, 6, (image.height, image.width))
+    return Image.fromarray(np.clip(noise, 0, 255).astype(np.uint8)).convert("RGB")
+
+
+def _paddle_feed(image: Any, height: int, width: int) -> np.ndarray:
+    """PaddleOCR's rec/cls resize: keep the ratio at ``height``, normalize to [-1, 1], pad right."""
+    from PIL import Image
+
+    w = min(width, max(1, round(image.width * height / image.height)))
+    resized = np.asarray(image.resize((w, height), Image.Resampling.BILINEAR), np.float32)
+    out = np.zeros((3, height, width), np.float32)
+    out[:, :, :w] = (resized.transpose(2, 0, 1) / 255.0 - 0.5) / 0.5
+    return out[None]
+
+
+def _random_text(rng: random.Random, alphabet: str) -> str:
+    return "".join(rng.choice(alphabet) for _ in range(rng.randint(4, 10)))
+
+
+def _cer(got: str, want: str) -> int:
+    row = list(range(len(want) + 1))
+    for i, g in enumerate(got, 1):
+        prev, row[0] = row[0], i
+        for j, w in enumerate(want, 1):
+            prev, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, prev + (g != w))
+    return row[-1]
+
+
+def ppocr_rec(paths: dict[str, Path], calib: int, count: int) -> Task:
+    model = onnx.load(paths["ppocr_rec"], load_external_data=False)
+    meta = {p.key: p.value for p in model.metadata_props}
+    characters = ["blank", *meta["character"].splitlines(), " "]
+    known = set(characters)
+    alphabet = "".join(c for c in string.ascii_letters + string.digits if c in known)
+
+    def sample(seed: int) -> tuple[Feeds, str]:
+        rng = random.Random(seed)
+        text = _random_text(rng, alphabet)
+        return {"x": _paddle_feed(_text_line(rng, text, rng.randint(28, 44)), 48, 320)}, text
+
+    def decode(probs: np.ndarray) -> str:
+        best = np.argmax(probs[0], axis=1)
+        keep = (best != 0) & np.concatenate([[True], best[1:] != best[:-1]])
+        return "".join(characters[i] for i in best[keep])
+
+    def score(outs: list[Outputs], labels: list[Any], ref: list[Outputs]) -> float:
+        errors = sum(_cer(decode(o[0]), y) for o, y in zip(outs, labels, strict=True))
+        return 100.0 * errors / sum(len(y) for y in labels)
+
+    samples = [sample(1_000_000 + i) for i in range(count)]
+    return Task("PP-OCRv4 rec (rendered lines)", paths["ppocr_rec"],
+                [sample(i)[0] for i in range(calib)], [s[0] for s in samples],
+                [s[1] for s in samples], "CER %", score)
+
+
+def ppocr_cls(paths: dict[str, Path], calib: int, count: int) -> Task:
+    alphabet = string.ascii_letters + string.digits
+
+    def sample(seed: int) -> tuple[Feeds, int]:
+        rng = random.Random(seed)
+        image = _text_line(rng, _random_text(rng, alphabet), rng.randint(28, 44))
+        flipped = rng.random() < 0.5
+        if flipped:
+            image = image.rotate(180)
+        return {"x": _paddle_feed(image, 48, 192)}, int(flipped)
+
+    samples = [sample(2_000_000 + i) for i in range(count)]
+    return Task("PP-OCR cls (rendered lines)", paths["ppocr_cls"],
+                [sample(i)[0] for i in range(calib)], [s[0] for s in samples],
+                [s[1] for s in samples], "angle acc %",
+                lambda outs, labels, ref: 100.0 * float(np.mean(
+                    [int(np.argmax(o[0][0])) == y for o, y in zip(outs, labels, strict=True)])))
+
+
+# ---- PP-OCRv4 detector on rendered pages ------------------------------------------------------
+def ppocr_det(paths: dict[str, Path], calib: int, count: int) -> Task:
+    from PIL import ImageDraw, ImageEnhance
+
+    calib_names, eval_names = _split_backgrounds()
+    alphabet = string.ascii_letters + string.digits
+
+    def sample(seed: int, backgrounds: list[Any]) -> tuple[Feeds, np.ndarray]:
+        rng = random.Random(seed)
+        page = ImageEnhance.Brightness(_crop(rng.choice(backgrounds), rng, 640, 640)).enhance(1.6)
+        draw, boxes = ImageDraw.Draw(page), []
+        y = rng.randint(8, 40)
+        while y < 580:
+            font = _font(rng.randint(24, 44))
+            text = " ".join(_random_text(rng, alphabet) for _ in range(rng.randint(1, 3)))
+            x = rng.randint(8, 120)
+            box = draw.textbbox((x, y), text, font=font)
+            if box[2] < 632 and box[3] < 632:
+                draw.text((x, y), text, fill=(rng.randint(0, 60),) * 3, font=font)
+                boxes.append(box)
+            y = box[3] + rng.randint(10, 40)
+        # rapidocr's det preprocessing: BGR, x / 255, mean 0.5, std 0.5; sides multiples of 32
+        pixels = np.asarray(page, np.float32)[:, :, ::-1].transpose(2, 0, 1) / 255.0
+        return {"x": np.ascontiguousarray((pixels - 0.5) / 0.5)[None]}, np.array(boxes, np.float64)
+
+    def score(outs: list[Outputs], labels: list[Any], ref: list[Outputs]) -> float:
+        """Lines found: a line counts when DB's 0.3 threshold covers >= 50% of the middle third of
+        its box (the map marks a shrunk text kernel, so the box edges are never covered)."""
+        found = total = 0
+        for out, boxes in zip(outs, labels, strict=True):
+            mask = out[0][0, 0] > 0.3
+            for x0, y0, x1, y1 in boxes.astype(int):
+                third = (y1 - y0) // 3
+                total += 1
+                found += bool(mask[y0 + third:y1 - third, x0:x1].mean() >= 0.5)
+        return 100.0 * found / max(total, 1)
+
+    calib_bg = _backgrounds(paths, calib_names)
+    eval_bg = _backgrounds(paths, eval_names)
+    samples = [sample(3_000_000 + i, eval_bg) for i in range(count)]
+    return Task("PP-OCRv4 det (rendered pages)", paths["ppocr_det"],
+                [sample(i, calib_bg)[0] for i in range(calib)], [s[0] for s in samples],
+                [s[1] for s in samples], "lines found %", score)
+
+
+# ---- RFB-320 face detector on photos with pasted faces ------------------------------------------
+FACE_BOX = (165, 45, 285, 190)  # the astronaut's face in skimage's astronaut.png, with margin
+
+
+def ultraface(paths: dict[str, Path], calib: int, count: int) -> Task:
+    calib_names, eval_names = _split_backgrounds()
+    face = _image(paths["astronaut"]).crop(FACE_BOX)
+
+    def sample(seed: int, backgrounds: list[Any]) -> Feeds:
+        rng = random.Random(seed)
+        photo = _crop(rng.choice(backgrounds), rng, 640, 480)
+        for _ in range(rng.randint(1, 3)):
+            w = rng.randint(50, 180)
+            pasted = face.resize((w, int(w * face.height / face.width)))
+            if rng.random() < 0.5:
+                pasted = pasted.transpose(0)  # mirror
+            photo.paste(pasted, (rng.randint(0, 640 - w), rng.randint(0, 480 - pasted.height)))
+        pixels = np.asarray(photo.resize((320, 240)), np.float32)
+        return {"input": ((pixels - 127.0) / 128.0).transpose(2, 0, 1)[None]}
+
+    def faces(out: Outputs) -> np.ndarray:
+        scores, boxes = out[0][0, :, 1], out[1][0]
+        keep = scores > 0.7
+        return nms(boxes[keep], scores[keep], 0.3)
+
+    calib_bg = _backgrounds(paths, calib_names)
+    eval_bg = _backgrounds(paths, eval_names)
+    return Task("UltraFace RFB-320 (pasted faces)", REPO / "tests/fixtures/models/ultraface_rfb320.onnx",
+                [sample(i, calib_bg) for i in range(calib)],
+                [sample(4_000_000 + i, eval_bg) for i in range(count)], [None] * count,
+                "faces kept %",
+                lambda outs, labels, ref: kept_percent([faces(o) for o in outs],
+                                                       [faces(r) for r in ref]))
+
+
+# ---- ddddocr's YOLOX-style character detector on photos with drawn characters ----------------
+def ddddocr_det(paths: dict[str, Path], calib: int, count: int) -> Task:
+    from PIL import ImageDraw
+
+    calib_names, eval_names = _split_backgrounds()
+    alphabet = string.ascii_uppercase + string.digits
+    grids = [(416 // s, s) for s in (8, 16, 32)]
+
+    def sample(seed: int, backgrounds: list[Any]) -> Feeds:
+        rng = random.Random(seed)
+        photo = _crop(rng.choice(backgrounds), rng, 416, 416)
+        draw = ImageDraw.Draw(photo)
+        for _ in range(rng.randint(3, 6)):
+            font = _font(rng.randint(36, 64))
+            colour = tuple(rng.randint(0, 255) for _ in range(3))
+            draw.text((rng.randint(0, 340), rng.randint(0, 340)), rng.choice(alphabet),
+                      fill=colour, font=font, stroke_width=2, stroke_fill=(255, 255, 255))
+        bgr = np.asarray(photo, np.float32)[:, :, ::-1]  # YOLOX preproc: BGR, 0..255
+        return {"images": np.ascontiguousarray(bgr.transpose(2, 0, 1))[None]}
+
+    def detections(out: Outputs) -> np.ndarray:
+        raw = out[0][0].astype(np.float64)
+        grid = np.concatenate([np.stack(np.meshgrid(np.arange(n), np.arange(n)), -1).reshape(-1, 2)
+                               for n, _ in grids])
+        stride = np.concatenate([np.full((n * n, 1), s) for n, s in grids])
+        centre = (raw[:, :2] + grid) * stride
+        size = np.exp(np.clip(raw[:, 2:4], -10, 10)) * stride
+        scores = raw[:, 4] * raw[:, 5]
+        keep = scores > 0.3
+        boxes = np.concatenate([centre - size / 2, centre + size / 2], axis=1)
+        return nms(boxes[keep], scores[keep], 0.45)
+
+    calib_bg = _backgrounds(paths, calib_names)
+    eval_bg = _backgrounds(paths, eval_names)
+    return Task("ddddocr det (drawn characters)", paths["ddddocr_det"],
+                [sample(i, calib_bg) for i in range(calib)],
+                [sample(5_000_000 + i, eval_bg) for i in range(count)], [None] * count,
+                "boxes kept %",
+                lambda outs, labels, ref: kept_percent([detections(o) for o in outs],
+                                                       [detections(r) for r in ref]))
+
+
+TASKS: dict[str, Callable[[dict[str, Path], int, int], Task]] = {
+    "mnist": mnist, "ppocr_cls": ppocr_cls, "ppocr_rec": ppocr_rec, "ppocr_det": ppocr_det,
+    "ultraface": ultraface, "ddddocr_det": ddddocr_det,
+}
+
+
+def build(name: str, cache: Path, calib: int, count: int) -> Task:
+    return TASKS[name](fetch(cache=cache), calib, count)
