@@ -159,9 +159,13 @@ class DataOptions:
             return None
         from qdqkit.core.data import DataRequest
 
-        limit = self.limit if self.source != "random" else (self.limit or self.samples)
-        return DataRequest(self.source, batch=self.batch, limit=limit, shapes=self.shapes,
-                           preprocess=self.preprocess_spec(), seed=self.seed)
+        return DataRequest(self.source, batch=self.batch, limit=self.sample_limit,
+                           shapes=self.shapes, preprocess=self.preprocess_spec(), seed=self.seed)
+
+    @property
+    def sample_limit(self) -> int | None:
+        """How many samples to read: ``--limit``, or for 'random' data ``--samples``."""
+        return self.limit if self.source != "random" else (self.limit or self.samples)
 
     def preprocess_spec(self) -> Any:
         """The parsed ``--preprocess`` (a ``core.images.Preprocess``), or None."""
@@ -187,6 +191,12 @@ class DataArgs(ArgGroup[DataOptions]):
         self.aliases = tuple(aliases)
         self.limit_alias = limit_alias
         self.title = title
+
+    @classmethod
+    def calibration(cls, title: str = "calibration data") -> DataArgs:
+        """The group of the commands that calibrate (``quantize``, ``fix``): ``--calib`` and
+        ``--calib-limit`` spell ``--data`` and ``--limit``; 8 random samples by default."""
+        return cls(samples=8, aliases=("--calib",), limit_alias="--calib-limit", title=title)
 
     def add_to(self, parser: argparse.ArgumentParser) -> None:
         group = parser.add_argument_group(self.title)

@@ -1,7 +1,7 @@
 """``qdqkit compare FLOAT.onnx QUANT.onnx [--data DATA] [-o report.html] [--fallback FILE] [--json]``.
 
-Flags of its own (not in ``cli.args``): ``--data`` (a .npy, .npz or folder; ``--inputs`` is the
-same for one .npz), ``--limit``, ``--batch``, ``--views``, ``--what-if``, ``--what-if-samples``,
+The data options are the shared ones (``--data``, ``--preprocess``, ``--shapes``, ``--batch``,
+``--limit``, ...); its own flags are ``--views``, ``--what-if``, ``--what-if-samples``,
 ``--fallback``, ``--top``, ``--class-axis``.
 """
 

@@ -10,8 +10,7 @@ from qdqkit.core.errors import QdqkitError
 from qdqkit.report.json_output import print_json
 
 TRT, TARGET, JSON = TrtArgs(), TargetArgs(), JsonArgs()
-DATA = DataArgs(samples=8, aliases=("--calib",), limit_alias="--calib-limit",
-                title="calibration data (for a scale no neighbour carries)")
+DATA = DataArgs.calibration("calibration data (for a scale no neighbour carries)")
 OUTPUT = OutputArgs("the repaired model (.onnx); required unless --dry-run")
 _SHOWN = 8
 
@@ -41,7 +40,7 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from qdqkit.core.node_list import read_node_list
+    from qdqkit.core.node_list import read_node_lists
     from qdqkit.fixing import fix
 
     output = OUTPUT.parse(args)
@@ -52,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
     rules = [c.strip() for c in args.rules.split(",") if c.strip()] if args.rules else None
     result = fix(args.model, output=output, rules=rules, trt=TRT.parse(args),
                  target=TARGET.parse(args), calib=data.request(),
-                 keep_float=[name for path in args.keep_float for name in read_node_list(path)],
+                 keep_float=read_node_lists(args.keep_float),
                  dry_run=args.dry_run)
     if JSON.parse(args):
         print_json(result.to_json())

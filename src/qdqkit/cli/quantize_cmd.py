@@ -12,8 +12,7 @@ from qdqkit.report.json_output import print_json
 from qdqkit.report.text import macs, table
 
 TRT, TARGET, JSON = TrtArgs(" and build", default="11"), TargetArgs(), JsonArgs()
-DATA = DataArgs(samples=8, aliases=("--calib",), limit_alias="--calib-limit",
-                title="calibration data")
+DATA = DataArgs.calibration()
 OUTPUT = OutputArgs("the quantized model (.onnx); OUT.quant.json is written beside it",
                     required=True)
 _SHOWN = 12
@@ -57,7 +56,7 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from qdqkit.core.node_list import read_node_list
+    from qdqkit.core.node_list import read_node_lists
     from qdqkit.quantization import quantize
 
     data = DATA.parse(args)
@@ -67,14 +66,14 @@ def run(args: argparse.Namespace) -> int:
             "images, or --calib random (scales meaningless for accuracy)"
         )
     exclude = [p.strip() for item in args.exclude for p in item.split(",") if p.strip()]
-    exclude += [name for path in args.exclude_from for name in read_node_list(path)]
+    exclude += read_node_lists(args.exclude_from)
     as_json = JSON.parse(args)
     result = quantize(
         args.model, data.source, output=OUTPUT.given(args), method=args.method,
         percentile=args.percentile, trt=TRT.parse(args), target=TARGET.parse(args),
         high_precision=args.high_precision, exclude=exclude,
         per_tensor_weights=args.per_tensor_weights, batch=data.batch,
-        calib_limit=data.limit if data.source != "random" else (data.limit or data.samples),
+        calib_limit=data.sample_limit,
         shapes=data.shapes, preprocess=data.preprocess_spec(),
         seed=data.seed, progress=None if not as_json else False,
         smooth_quant=args.smooth_quant,

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from pathlib import Path
 
 from qdqkit.core.errors import QdqkitError
@@ -29,3 +30,8 @@ def read_node_list(path: str | os.PathLike[str]) -> list[str]:
         if entry and not entry.startswith("#"):
             names.append(entry)
     return names
+
+
+def read_node_lists(paths: Iterable[str | os.PathLike[str]]) -> list[str]:
+    """The entries of every list in ``paths``, one after the other (a repeatable flag's files)."""
+    return [name for path in paths for name in read_node_list(path)]
