@@ -152,6 +152,26 @@ def test_old_opset_is_converted_not_relabelled() -> None:
     assert any(is_dequantize(n) for n in result.model.graph)
 
 
+def test_old_opset_that_cannot_convert_is_refused_naming_the_op(tmp_path: Path) -> None:
+    # ImageScaler (opset <= 9, gone since; old model-zoo detectors carry it) has no conversion
+    builder = GraphBuilder("old", opset=8, seed=0)
+    x = builder.input("x", [1, 3, 8, 8])
+    scaled = builder.node("ImageScaler", [x], name="preprocess", scale=1.0, bias=[0.0, 0.0, 0.0])
+    builder.output(builder.conv(scaled, 3, 16, weight="float"), [1, 16, 8, 8])
+    source = tmp_path / "old.onnx"
+    onnx.save(builder.proto(), str(source))
+    before = source.read_bytes()
+    output = tmp_path / "out.onnx"
+    with pytest.raises(QdqkitError) as caught:
+        quantize(str(source), "random", output=str(output), calib_limit=1)
+    message = str(caught.value)
+    assert "opset 8 cannot be converted to 13" in message
+    assert "ImageScaler node 'preprocess'" in message and "Assertion" not in message
+    assert "\n" not in message
+    assert not output.exists() and not output.with_suffix(".quant.json").exists()
+    assert source.read_bytes() == before
+
+
 def test_random_calibration_is_never_silent() -> None:
     builder = resnet()
     result = quantize(builder.proto(), "random", calib_limit=2)

@@ -62,12 +62,20 @@ def upgrade_opset(proto: onnx.ModelProto, where: str, minimum: int = MIN_OPSET) 
     except Exception as exc:  # the converter raises bare RuntimeErrors and ValueErrors
         message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         blocking = _blocking_op(proto, message)
+        reason = (f"onnx's converter has no conversion for {blocking}" if blocking
+                  else _converter_reason(message))
         raise QdqkitError(
-            f"{where}: opset {version} cannot be converted to {minimum}"
-            f"{f' because of {blocking}' if blocking else ''} ({message}); re-export the model "
-            f"at opset {minimum} or later"
+            f"{where}: opset {version} cannot be converted to {minimum}: {reason}; re-export the "
+            f"model at opset {minimum} or later"
         ) from None
     return converted
+
+
+def _converter_reason(message: str) -> str:
+    """The converter's own words without the C++ source location and assertion text it adds."""
+    if "failed:" in message:
+        message = message.split("failed:", 1)[1]
+    return message.strip() or "the converter failed"
 
 
 def _blocking_op(proto: onnx.ModelProto, message: str) -> str:
