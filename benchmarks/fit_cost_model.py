@@ -18,19 +18,15 @@ import math
 import sys
 from pathlib import Path
 
-import onnx_ir as ir
-
-from qdqkit.examples.resnet import resnet18_qdq
-from qdqkit.linting.latency import float_build
+from qdqkit.examples.resnet import BUILDS, resnet18_builds
 from qdqkit.trt.cost_model import FITTED, CostConstants, estimate_latency
-from qdqkit.trt.engine import EngineGraph, Precision
+from qdqkit.trt.engine import EngineGraph
 from qdqkit.trt.engine_json import read_engine_graph
 from qdqkit.trt.engine_timing import end_to_end_of
 from qdqkit.trt.gpus import find_gpu
-from qdqkit.trt.predict import predict_engine
 
 FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "trex-resnet18-a100"
-ENGINES = ("fp32", "fp16", "qat", "qat-residual", "qat-residual-qgap")
+ENGINES = BUILDS
 BAND = 0.25
 # Physical ranges: no kernel reaches its peak, and a kernel in a CUDA graph costs at least about
 # a microsecond of launch and tail (a fit left free drives it to zero on five engines).
@@ -43,15 +39,6 @@ def real_engines() -> dict[str, EngineGraph]:
         graph = next((FIXTURES / name).glob("*.graph.json"))
         profile = graph.with_name(graph.name.replace(".graph.json", ".profile.json"))
         found[name] = read_engine_graph(graph, profile)
-    return found
-
-
-def onnx_engines() -> dict[str, EngineGraph]:
-    model = ir.serde.deserialize_model(resnet18_qdq("qat"))
-    found = {"fp32": float_build(model, "8.6", Precision.FP32),
-             "fp16": float_build(model, "8.6", Precision.FP16)}
-    for variant in ENGINES[2:]:
-        found[variant] = predict_engine(ir.serde.deserialize_model(resnet18_qdq(variant)))
     return found
 
 
@@ -120,7 +107,7 @@ def report(sets: dict[str, dict[str, EngineGraph]], truth: dict[str, float],
 def main() -> int:
     real = real_engines()
     truth = measured(real)
-    sets = {"ONNX (lint)": onnx_engines(), "real engine graphs": real}
+    sets = {"ONNX (lint)": resnet18_builds(), "real engine graphs": real}
     fitted = fit(list(sets.values()), truth)
     print("fitted:", fitted)
     report(sets, truth, fitted)

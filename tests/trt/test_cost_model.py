@@ -11,22 +11,19 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
-import onnx_ir as ir
 import pytest
 
 from qdqkit.core.errors import QdqkitError
 from qdqkit.core.shape_spec import parse_shapes
-from qdqkit.examples.resnet import resnet18_qdq
-from qdqkit.linting.latency import float_build
+from qdqkit.examples.resnet import BUILDS, resnet18_builds
 from qdqkit.trt.cost_model import FITTED, estimate_latency, layer_macs, time_layer
 from qdqkit.trt.engine import EngineGraph, EngineLayer, EngineTensor, LayerKind, Precision
 from qdqkit.trt.engine_json import read_engine_graph
 from qdqkit.trt.engine_timing import end_to_end_of
 from qdqkit.trt.gpus import GPUS, find_gpu
-from qdqkit.trt.predict import predict_engine
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "trex-resnet18-a100"
-ENGINES = ("fp32", "fp16", "qat", "qat-residual", "qat-residual-qgap")
+ENGINES = BUILDS
 MEASURED = {"fp32": 1.991, "fp16": 0.862, "qat": 0.883, "qat-residual": 0.546,
             "qat-residual-qgap": 0.500}
 
@@ -43,12 +40,7 @@ def real_engines() -> dict[str, EngineGraph]:
 
 @functools.cache
 def onnx_engines() -> dict[str, EngineGraph]:
-    model = ir.serde.deserialize_model(resnet18_qdq("qat"))
-    found = {"fp32": float_build(model, "8.6", Precision.FP32),
-             "fp16": float_build(model, "8.6", Precision.FP16)}
-    for variant in ENGINES[2:]:
-        found[variant] = predict_engine(ir.serde.deserialize_model(resnet18_qdq(variant)))
-    return found
+    return resnet18_builds()
 
 
 def test_the_measured_medians_are_the_fixture_files() -> None:

@@ -8,13 +8,12 @@ The data options are the shared ones (``--data``, ``--preprocess``, ``--shapes``
 from __future__ import annotations
 
 import argparse
-import math
 from pathlib import Path
 from typing import Any
 
 from qdqkit.cli.args import DataArgs, JsonArgs, OutputArgs, TrtArgs, add_groups
 from qdqkit.report.json_output import print_json
-from qdqkit.report.text import table
+from qdqkit.report.text import decibels, table
 
 DATA, JSON, TRT = DataArgs(samples=8), JsonArgs(), TrtArgs()
 OUTPUT = OutputArgs("write the report as one self-contained HTML file")
@@ -78,21 +77,13 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _db(value: float | None) -> str:
-    if value is None:
-        return "-"
-    if math.isinf(value):
-        return "inf" if value > 0 else "-inf"
-    return f"{value:.1f}"
-
-
 def render(result: Any, top: int = 10) -> str:
     lines = [
         f"float      {result.float_model}",
         f"quantized  {result.quant_model}",
         f"data       {result.samples} samples: {result.data}",
         "",
-        table([[o.name, _db(o.error.snr_db), f"{o.error.cosine:.6f}", f"{o.error.max_abs:.3g}",
+        table([[o.name, decibels(o.error.snr_db), f"{o.error.cosine:.6f}", f"{o.error.max_abs:.3g}",
                 "-" if o.argmax_agreement is None else f"{o.argmax_agreement:.1%}",
                 "-" if o.topk_agreement is None else f"{o.topk_agreement:.1%}"]
                for o in result.outputs],
@@ -102,8 +93,8 @@ def render(result: Any, top: int = 10) -> str:
         lines.append(f"your metric  {result.user_metric:.6g}")
     nodes = {n.name: n for n in result.nodes}
     if result.graph_ranking:
-        rows = [[n.name, n.op_type, _db(n.added_snr_db), _db(n.arrival_snr_db),
-                 _db(n.graph.snr_db if n.graph else None), n.engine_precision or "-"]
+        rows = [[n.name, n.op_type, decibels(n.added_snr_db), decibels(n.arrival_snr_db),
+                 decibels(n.graph.snr_db if n.graph else None), n.engine_precision or "-"]
                 for n in (nodes[name] for name in result.graph_ranking[:top])]
         lines += ["", "graph-wise: noise each node adds, worst first (SNR of the added noise)",
                   table(rows, ["node", "op", "added SNR dB", "arriving dB", "output dB",
@@ -116,8 +107,8 @@ def render(result: Any, top: int = 10) -> str:
                            if t in tensors), default=None)
             weight = min((w.min_channel_snr_db for w in n.weights
                           if w.min_channel_snr_db is not None), default=None)
-            rows.append([n.name, n.op_type, _db(n.local.snr_db if n.local else None),
-                         "-" if clipped is None else f"{clipped:.2%}", _db(weight)])
+            rows.append([n.name, n.op_type, decibels(n.local.snr_db if n.local else None),
+                         "-" if clipped is None else f"{clipped:.2%}", decibels(weight)])
         lines += ["", "layer-wise: each node alone on float inputs, worst first",
                   table(rows, ["node", "op", "layer SNR dB", "input clipped",
                                "weight SNR dB (worst ch.)"])]
@@ -125,10 +116,10 @@ def render(result: Any, top: int = 10) -> str:
         rows = []
         for n in (nodes[name] for name in result.fallback[:top]):
             what = n.what_if
-            rows.append([n.name, f"{what.snr_gain_db:+.2f}", _db(what.output_snr_db),
+            rows.append([n.name, f"{what.snr_gain_db:+.2f}", decibels(what.output_snr_db),
                          "-" if what.reformats_added is None else f"{what.reformats_added:+d}",
                          "-" if what.int8_macs_lost is None else f"{what.int8_macs_lost:,}"])
-        lines += ["", f"what-if FP16, best first (output SNR now {_db(result.output_snr_db)} dB)",
+        lines += ["", f"what-if FP16, best first (output SNR now {decibels(result.output_snr_db)} dB)",
                   table(rows, ["node", "gain dB", "output SNR dB", "Reformats",
                                "INT8 MACs lost"])]
     if result.unpaired:

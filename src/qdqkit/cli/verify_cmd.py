@@ -7,12 +7,11 @@ it fails, 2 when the inputs cannot be verified at all. The last line says PASS o
 from __future__ import annotations
 
 import argparse
-import math
 from typing import Any
 
 from qdqkit.cli.args import DataArgs, JsonArgs, add_groups
 from qdqkit.report.json_output import json_number, print_json, to_jsonable
-from qdqkit.report.text import table
+from qdqkit.report.text import decibels, table
 
 DATA, JSON = DataArgs(samples=4, aliases=("--inputs",)), JsonArgs()
 
@@ -58,15 +57,9 @@ def run(args: argparse.Namespace) -> int:
     return 0 if result.passed else 1
 
 
-def _db(value: float) -> str:
-    if math.isnan(value):
-        return "nan"
-    return "inf" if math.isinf(value) and value > 0 else f"{value:.1f}"
-
-
 def render(result: Any) -> str:
     rows = [
-        [o.name, _db(o.snr_db), f"{o.cosine:.6f}", f"{o.max_abs:.3g}"] for o in result.outputs
+        [o.name, decibels(o.snr_db), f"{o.cosine:.6f}", f"{o.max_abs:.3g}"] for o in result.outputs
     ]
     shapes = ", ".join(f"{name} {'x'.join(map(str, dims))}" for name, dims in result.shapes.items())
     lines = [
@@ -85,7 +78,7 @@ def render(result: Any) -> str:
         lines.append("where the loss comes from (min SNR as each source is added):")
         for i, step in enumerate(result.loss_sources):
             label = ("+ " if i else "") + step.source
-            lines.append(f"  {label:<42} {_db(step.min_snr_db):>6} dB")
+            lines.append(f"  {label:<42} {decibels(step.min_snr_db):>6} dB")
         lines.append("")
     if result.unscaled_tensors:
         shown = ", ".join(result.unscaled_tensors[:10])

@@ -26,6 +26,7 @@ from qdqkit.core.errors import OutputError
 from qdqkit.engine.layout import layered_layout
 from qdqkit.report.html_page import HtmlPage, escape, render_page
 from qdqkit.report.json_output import to_jsonable
+from qdqkit.report.text import decibels
 
 BOX_W, BOX_H, TAG_W = 150.0, 40.0, 44.0
 NODE_W = BOX_W + TAG_W + 6.0
@@ -48,14 +49,6 @@ def snr_fill(snr: float | None) -> str:
     return next(fill for bound, fill in SNR_BANDS if snr < bound)
 
 
-def _db(value: float | None) -> str:
-    if value is None:
-        return "-"
-    if math.isinf(value):
-        return "inf" if value > 0 else "-inf"
-    return f"{value:.1f}"
-
-
 def _pct(value: float | None) -> str:
     return "-" if value is None else f"{100 * value:.2f}%"
 
@@ -71,7 +64,7 @@ def _cards(result: CompareResult) -> str:
     for out in result.outputs:
         agree = "" if out.argmax_agreement is None else (
             f"<br>argmax {_pct(out.argmax_agreement)} · top-{out.k} {_pct(out.topk_agreement)}")
-        cards.append(f'<div class="card"><b>{escape(out.name)}</b><br>SNR {_db(out.error.snr_db)}'
+        cards.append(f'<div class="card"><b>{escape(out.name)}</b><br>SNR {decibels(out.error.snr_db)}'
                      f" dB · cosine {out.error.cosine:.4f}{agree}</div>")
     if result.user_metric is not None:
         cards.append(f'<div class="card"><b>your metric</b><br>{result.user_metric:.6g}</div>')
@@ -105,15 +98,15 @@ def _node_cells(row: NodeRow, tensors: dict[str, TensorRow]) -> list[tuple[str, 
     return [
         (row.name, escape(row.name)), (row.op_type, escape(row.op_type)),
         (row.engine_precision or "", escape(row.engine_precision or "-")),
-        (_sort_key(graph), _db(graph)), (_sort_key(row.added_snr_db), _db(row.added_snr_db)),
-        (_sort_key(local), _db(local)),
+        (_sort_key(graph), decibels(graph)), (_sort_key(row.added_snr_db), decibels(row.added_snr_db)),
+        (_sort_key(local), decibels(local)),
         (_sort_key(row.graph.cosine if row.graph else None),
          f"{row.graph.cosine:.4f}" if row.graph else "-"),
         (_sort_key(row.graph.max_abs if row.graph else None),
          f"{row.graph.max_abs:.3g}" if row.graph else "-"),
-        (_sort_key(weight), _db(weight)), (_sort_key(clipped), _pct(clipped)),
+        (_sort_key(weight), decibels(weight)), (_sort_key(clipped), _pct(clipped)),
         (_sort_key(saturated), _pct(saturated)),
-        (_sort_key(what.snr_gain_db if what else None), _db(what.snr_gain_db) if what else "-"),
+        (_sort_key(what.snr_gain_db if what else None), decibels(what.snr_gain_db) if what else "-"),
         (_sort_key(what.reformats_added if what and what.reformats_added is not None else None),
          "-" if what is None or what.reformats_added is None else f"{what.reformats_added:+d}"),
         (_sort_key(what.int8_macs_lost if what and what.int8_macs_lost is not None else None),
@@ -164,8 +157,8 @@ def _graph_svg(result: CompareResult) -> str:
         x = layout.x[v] - NODE_W / 2
         y = layout.y[v]
         label = node.name if len(node.name) <= 22 else node.name[:19] + "..."
-        measure = f"{_db(graph)} dB" if row is not None else node.op_type
-        tip = f"{node.name} ({node.op_type})" + (f": graph-wise SNR {_db(graph)} dB"
+        measure = f"{decibels(graph)} dB" if row is not None else node.op_type
+        tip = f"{node.name} ({node.op_type})" + (f": graph-wise SNR {decibels(graph)} dB"
                                                   if row is not None else "")
         tag = ""
         if row is not None and row.engine_precision:
@@ -230,14 +223,14 @@ def _histograms(result: CompareResult) -> str:
             f'<figure data-tensor="{escape(tensor.name)}">{histogram_svg(tensor.histogram)}'
             f"<figcaption><b>{escape(tensor.name)}</b><br>clip {tensor.histogram.clip:.4g}, max "
             f"|x| {tensor.histogram.absmax:.4g} · clipped {_pct(tensor.clipped_fraction)}<br>"
-            f"SNR graph {_db(graph)} dB, local {_db(local)} dB</figcaption></figure>")
+            f"SNR graph {decibels(graph)} dB, local {decibels(local)} dB</figcaption></figure>")
     return ('<section><h2>quantized activations: |x| histogram (float model, log counts), red: '
             f'clip range</h2><div id="hists">{"".join(cells)}</div></section>')
 
 
 def render_html(result: CompareResult) -> str:
     data = json.dumps(to_jsonable(result), allow_nan=False, sort_keys=False).replace("</", "<\\/")
-    worst = _db(result.output_snr_db)
+    worst = decibels(result.output_snr_db)
     summary = (f"{Path(result.quant_model).name} vs {Path(result.float_model).name} · "
                f"{result.samples} samples · worst output SNR {worst} dB · "
                f"{len(result.nodes)} quantized nodes")

@@ -17,7 +17,7 @@ max-calibrated from one float run in onnxruntime at batch 1, the way a max calib
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import onnx
@@ -26,7 +26,11 @@ from onnx import TensorProto, helper, numpy_helper
 from qdqkit.core.qdq_math import implicit_weight_scales
 from qdqkit.examples.builder import measure_amax
 
+if TYPE_CHECKING:
+    from qdqkit.trt.engine import EngineGraph
+
 VARIANTS = ("qat", "qat-residual", "qat-residual-qgap")
+BUILDS = ("fp32", "fp16", *VARIANTS)  # the five engines of the example, as their folders name them
 
 
 @dataclass
@@ -181,3 +185,20 @@ def resnet18_float(*, batch: int = 32, size: int = 224, seed: int = 0) -> onnx.M
     dims = model.graph.input[0].type.tensor_type.shape.dim
     dims[2].dim_value = dims[3].dim_value = size
     return model
+
+
+def resnet18_builds() -> dict[str, EngineGraph]:
+    """The engines qdqkit predicts for the example's five builds (TensorRT 8.6, batch 32): the
+    float model built FP32 and FP16, and each Q/DQ placement as it is."""
+    import onnx_ir as ir
+
+    from qdqkit.linting.latency import float_build
+    from qdqkit.trt.engine import Precision
+    from qdqkit.trt.predict import predict_engine
+
+    model = ir.serde.deserialize_model(resnet18_qdq("qat"))
+    found = {"fp32": float_build(model, "8.6", Precision.FP32),
+             "fp16": float_build(model, "8.6", Precision.FP16)}
+    for variant in VARIANTS:
+        found[variant] = predict_engine(ir.serde.deserialize_model(resnet18_qdq(variant)))
+    return found

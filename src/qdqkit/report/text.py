@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 _MAC_UNITS = (("G", 1e9), ("M", 1e6), ("k", 1e3))
@@ -25,6 +26,15 @@ def table(rows: Sequence[Sequence[object]], header: Sequence[str] | None = None)
 def milliseconds(value: float | None) -> str:
     """``1.234`` for a time in ms; ``-`` when it was not measured."""
     return "-" if value is None else f"{value:.3f}"
+
+
+def decibels(value: float | None) -> str:
+    """``31.4`` for an SNR in dB, ``inf``/``-inf``/``nan`` as they are; ``-`` when not measured."""
+    if value is None:
+        return "-"
+    if math.isinf(value):
+        return "inf" if value > 0 else "-inf"
+    return f"{value:.1f}"  # nan prints as nan
 
 
 def share(value: float | None) -> str:

@@ -33,6 +33,7 @@ from qdqkit.core.model_io import file_sha256, load_model
 from qdqkit.core.shapes import fill_value_types
 from qdqkit.core.upcast import upcast_float16
 from qdqkit.passes.scales import ScaleOrigin, ScaleTable
+from qdqkit.report.text import decibels
 from qdqkit.translation.fp16 import select_fp16_nodes
 from qdqkit.translation.writer import SOURCE_KEY, OutputPaths
 from qdqkit.trt.calib_cache import CalibCache, read_calib_cache
@@ -107,14 +108,10 @@ class VerifyResult:
     @property
     def verdict(self) -> str:
         """The one line a script or a person reads last."""
-        worst = _db(self.min_snr_db)
+        worst = decibels(self.min_snr_db)
         if self.passed:
             return f"PASS: min SNR {worst} dB >= {self.min_snr_required_db:g} dB"
         return f"FAIL: {'; '.join(self.failures)}"
-
-
-def _db(value: float) -> str:
-    return "inf" if math.isinf(value) and value > 0 else f"{value:.1f}"
 
 
 @dataclass
@@ -348,7 +345,7 @@ def _failures(comparisons: list[OutputComparison], min_snr_db: float) -> list[st
         if not o.finite:
             failures.append(f"output '{o.name}' has NaN or infinite values")
         elif not o.snr_db >= min_snr_db:
-            failures.append(f"output '{o.name}' SNR {_db(o.snr_db)} dB < {min_snr_db:g} dB")
+            failures.append(f"output '{o.name}' SNR {decibels(o.snr_db)} dB < {min_snr_db:g} dB")
     if not comparisons:
         failures.append("the model has no outputs to compare")
     return failures
