@@ -27,9 +27,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-import numpy as np
 import onnx
-from onnx import TensorProto, helper, numpy_helper
+
+from qdqkit.examples.graph import GraphBuilder
 
 BLOCKS = (240, 480, 720, 960, 1176)  # 17 nodes a block: about 4k, 8k, 12k, 16k and 20k nodes
 LIMITED_BLOCKS, LIMITED_SECONDS = 1176, 5.0
@@ -51,62 +51,26 @@ print(json.dumps({"seconds": time.perf_counter() - start, "cpu_seconds": time.pr
 """
 
 
-class _OrtStyle:
-    """What onnxruntime's quantize_static (TensorRT preset) writes around residual blocks."""
+def ort_stack(blocks: int) -> onnx.ModelProto:
+    """What onnxruntime's quantize_static (TensorRT preset) writes around residual blocks, built
+    with the one graph builder: int8 conv weights behind a DQ, a float Gemm at the end."""
+    net = GraphBuilder("ort_stack")
 
-    def __init__(self) -> None:
-        self.nodes: list[onnx.NodeProto] = []
-        self.inits: list[onnx.TensorProto] = []
-        self.rng = np.random.default_rng(0)
-        self.count = 0
+    def conv(x: str) -> str:
+        return net.conv(x, CHANNELS, CHANNELS, 3, weight="dq-only", std=0.1)
 
-    def _id(self, prefix: str) -> str:
-        self.count += 1
-        return f"{prefix}_{self.count}"
+    def block(x: str) -> str:
+        y = net.qdq(net.node("Relu", [net.qdq(conv(x), 0.05)]), 0.03)
+        y = net.qdq(conv(y), 0.05)
+        y = net.qdq(net.node("Add", [y, x]), 0.06)
+        return net.qdq(net.node("Relu", [y]), 0.04)
 
-    def node(self, op: str, inputs: list[str], **attrs: object) -> str:
-        name = self._id(op)
-        self.nodes.append(helper.make_node(op, inputs, [name + "_out"], name=name, **attrs))  # type: ignore[arg-type]
-        return name + "_out"
-
-    def const(self, array: np.ndarray) -> str:
-        name = self._id("c")
-        self.inits.append(numpy_helper.from_array(array, name))
-        return name
-
-    def qdq(self, x: str, scale: float) -> str:
-        s, z = self.const(np.array(scale, np.float32)), self.const(np.array(0, np.int8))
-        return self.node("DequantizeLinear", [self.node("QuantizeLinear", [x, s, z]), s, z])
-
-    def conv(self, x: str) -> str:
-        w = (self.rng.standard_normal((CHANNELS, CHANNELS, 3, 3)) * 0.1).astype(np.float32)
-        scale = (np.abs(w).reshape(CHANNELS, -1).max(axis=1) / 127).astype(np.float32)
-        q = np.clip(np.rint(w / scale[:, None, None, None]), -127, 127).astype(np.int8)
-        wdq = self.node("DequantizeLinear", [self.const(q), self.const(scale),
-                                             self.const(np.zeros(CHANNELS, np.int8))], axis=0)
-        return self.node("Conv", [x, wdq, self.const(np.zeros(CHANNELS, np.float32))],
-                         kernel_shape=[3, 3], pads=[1] * 4)
-
-    def block(self, x: str) -> str:
-        y = self.qdq(self.node("Relu", [self.qdq(self.conv(x), 0.05)]), 0.03)
-        y = self.qdq(self.conv(y), 0.05)
-        y = self.qdq(self.node("Add", [y, x]), 0.06)
-        return self.qdq(self.node("Relu", [y]), 0.04)
-
-    def model(self, blocks: int) -> onnx.ModelProto:
-        y = self.qdq("input", 0.04)
-        for _ in range(blocks):
-            y = self.block(y)
-        y = self.qdq(self.node("Flatten", [self.node("GlobalAveragePool", [y])]), 0.02)
-        w = (self.rng.standard_normal((10, CHANNELS)) * 0.1).astype(np.float32)
-        y = self.node("Gemm", [y, self.const(w), self.const(np.zeros(10, np.float32))], transB=1)
-        graph = helper.make_graph(
-            self.nodes, "ort_stack",
-            [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, CHANNELS, 8, 8])],
-            [helper.make_tensor_value_info(y, TensorProto.FLOAT, None)], self.inits)
-        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-        model.ir_version = 8
-        return model
+    y = net.qdq(net.input("input", [1, CHANNELS, 8, 8]), 0.04)
+    for _ in range(blocks):
+        y = block(y)
+    y = net.qdq(net.node("Flatten", [net.node("GlobalAveragePool", [y])]), 0.02)
+    net.output(net.gemm(y, CHANNELS, 10, weight="float", std=0.1), None)
+    return net.proto()
 
 
 def measure(mode: str, model: Path) -> dict[str, float]:
@@ -124,7 +88,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as folder:
         paths, nodes = {}, {}
         for blocks in BLOCKS:
-            model = _OrtStyle().model(blocks)
+            model = ort_stack(blocks)
             paths[blocks] = Path(folder) / f"stack{blocks}.onnx"
             nodes[blocks] = len(model.graph.node)
             onnx.save(model, paths[blocks])

@@ -28,9 +28,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-import numpy as np
 import onnx
-from onnx import TensorProto, helper, numpy_helper
+
+from qdqkit.examples.graph import GraphBuilder
 
 # Residual blocks per size: 21 nodes a block, so about 5k, 10k, 15k, 21.5k and 40k nodes.
 BLOCKS = (240, 480, 720, 1024, 1900)
@@ -71,72 +71,31 @@ print(len(model.graph.node))
 """
 
 
-class _Net:
-    """QAT-style Q/DQ graphs written directly with onnx.helper (scales are initializers)."""
-
-    def __init__(self) -> None:
-        self.nodes: list[onnx.NodeProto] = []
-        self.inits: list[onnx.TensorProto] = []
-        self.rng = np.random.default_rng(0)
-        self.count = 0
-
-    def _id(self, prefix: str) -> str:
-        self.count += 1
-        return f"{prefix}_{self.count}"
-
-    def node(self, op: str, inputs: list[str], **attrs: object) -> str:
-        name = self._id(op)
-        self.nodes.append(helper.make_node(op, inputs, [name + "_out"], name=name, **attrs))  # type: ignore[arg-type]
-        return name + "_out"
-
-    def const(self, array: np.ndarray) -> str:
-        name = self._id("c")
-        self.inits.append(numpy_helper.from_array(array, name))
-        return name
-
-    def qdq(self, x: str, axis: int | None = None, channels: int = 1) -> str:
-        shape = (channels,) if axis is not None else ()
-        s = self.const(np.full(shape, 0.02, np.float32))
-        z = self.const(np.zeros(shape, np.int8))
-        extra = {"axis": axis} if axis is not None else {}
-        return self.node("DequantizeLinear", [self.node("QuantizeLinear", [x, s, z], **extra), s, z],
-                         **extra)
-
-    def conv(self, x: str, cin: int, cout: int, k: int, stride: int = 1, relu: bool = True) -> str:
-        w = self.const((self.rng.standard_normal((cout, cin, k, k)) * 0.05).astype(np.float32))
-        y = self.node("Conv", [self.qdq(x), self.qdq(w, axis=0, channels=cout),
-                               self.const(np.zeros(cout, np.float32))],
-                      kernel_shape=[k, k], pads=[k // 2] * 4, strides=[stride, stride])
-        return self.node("Relu", [y]) if relu else y
-
-    def model(self, shape: list[int], out: str) -> onnx.ModelProto:
-        graph = helper.make_graph(
-            self.nodes, "bench", [helper.make_tensor_value_info("input", TensorProto.FLOAT, shape)],
-            [helper.make_tensor_value_info(out, TensorProto.FLOAT, None)], self.inits)
-        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-        model.ir_version = 8
-        return model
-
-
 def resnet50() -> onnx.ModelProto:
-    net = _Net()
-    y = net.conv("input", 3, 64, 7, 2)
+    """ResNet-50 with Q/DQ before every conv input and weight (per output channel), built with the
+    one graph builder: scales are initializers, conv and Gemm weights float -> Q -> DQ."""
+    net = GraphBuilder("bench")
+
+    def conv(x: str, cin: int, cout: int, k: int, stride: int = 1, relu: bool = True) -> str:
+        y = net.conv(net.qdq(x, 0.02), cin, cout, k, stride=stride, std=0.05)
+        return net.node("Relu", [y]) if relu else y
+
+    y = conv(net.input("input", [1, 3, 224, 224]), 3, 64, 7, 2)
     y = net.node("MaxPool", [y], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
     cin = 64
     for stage, (blocks, width) in enumerate(zip((3, 4, 6, 3), (64, 128, 256, 512), strict=True)):
         for index in range(blocks):
             stride = 2 if stage > 0 and index == 0 else 1
-            h = net.conv(y, cin, width, 1)
-            h = net.conv(h, width, width, 3, stride)
-            h = net.conv(h, width, width * 4, 1, relu=False)
-            skip = net.conv(y, cin, width * 4, 1, stride, relu=False) if index == 0 else y
-            y = net.node("Relu", [net.node("Add", [h, net.qdq(skip)])])
+            h = conv(y, cin, width, 1)
+            h = conv(h, width, width, 3, stride)
+            h = conv(h, width, width * 4, 1, relu=False)
+            skip = conv(y, cin, width * 4, 1, stride, relu=False) if index == 0 else y
+            y = net.node("Relu", [net.node("Add", [h, net.qdq(skip, 0.02)])])
             cin = width * 4
-    y = net.node("Flatten", [net.node("GlobalAveragePool", [net.qdq(y)])])
-    w = net.const((net.rng.standard_normal((1000, 2048)) * 0.02).astype(np.float32))
-    y = net.node("Gemm", [net.qdq(y), net.qdq(w, axis=0, channels=1000),
-                          net.const(np.zeros(1000, np.float32))], transB=1)
-    return net.model([1, 3, 224, 224], y)
+    y = net.node("Flatten", [net.node("GlobalAveragePool", [net.qdq(y, 0.02)])])
+    y = net.gemm(net.qdq(y, 0.02), 2048, 1000, std=0.02)
+    net.output(y, None)
+    return net.proto()
 
 
 def build(blocks: int, path: Path) -> int:

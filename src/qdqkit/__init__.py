@@ -9,6 +9,8 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from qdqkit.core import lazy_sympy
+
 __version__ = "0.1.0"
 
 # public name -> "module:attribute"
@@ -35,6 +37,9 @@ _API = {
 }
 
 __all__ = ["__version__", *sorted(_API)]
+
+# onnx-ir imports sympy eagerly; defer it until a symbolic dimension is computed with.
+lazy_sympy.install()
 
 
 def __getattr__(name: str) -> Any:

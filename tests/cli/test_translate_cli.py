@@ -86,3 +86,36 @@ def test_verify_and_demo_commands(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert main(["verify", str(model), str(tmp_path / "translated"), "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["min_snr_db"] > 40 and data["outputs"][0]["name"] == "logits"
+
+
+def test_the_process_entry_point_writes_what_the_api_writes_and_exits_with_its_code(
+    tmp_path: Path,
+) -> None:
+    # ``python -m qdqkit`` leaves the graphs to the process exit (core.gc_pause): every output is
+    # still complete, two models in one process included, and the exit codes are unchanged.
+    import os
+    import subprocess
+    import sys
+
+    from qdqkit.translation import translate
+
+    built = tmp_path / "built.onnx"
+    onnx.save(demo_network("modelopt"), built)
+    models = [str(built), str(FIXTURES / "torch_fq_qat.onnx")]
+    for model in models:
+        translate(model, tmp_path / "api")
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(root / "src"), os.environ.get("PYTHONPATH", "")])}
+    ran = subprocess.run([sys.executable, "-m", "qdqkit", "translate", "-i", *models, "-o",
+                          str(tmp_path / "cli")], capture_output=True, text=True, env=env)
+    assert ran.returncode == 0, ran.stderr
+    written = sorted(p.name for p in (tmp_path / "cli").iterdir())
+    assert written == sorted(p.name for p in (tmp_path / "api").iterdir()) and len(written) == 8
+    for name in written:
+        assert (tmp_path / "cli" / name).read_bytes() == (tmp_path / "api" / name).read_bytes()
+    missing = subprocess.run([sys.executable, "-m", "qdqkit", "translate", "-i",
+                              str(tmp_path / "missing.onnx"), "-o", str(tmp_path / "no")],
+                             capture_output=True, text=True, env=env)
+    assert missing.returncode == 2 and missing.stderr.startswith("qdqkit: error:")
+    assert not (tmp_path / "no").exists()

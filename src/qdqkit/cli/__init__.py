@@ -47,6 +47,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; without ``argv`` (the ``qdqkit`` script, ``python -m qdqkit``) it is the
+    process's entry point, and the graphs a command leaves are reclaimed by the exit."""
+    if argv is None:
+        from qdqkit.core.gc_pause import leave_graphs_to_process_exit
+
+        leave_graphs_to_process_exit()
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "run", None):

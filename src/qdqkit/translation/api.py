@@ -32,7 +32,7 @@ from qdqkit.passes.fold_weight_path import FoldWeightReshapeTranspose
 from qdqkit.passes.name_nodes import NameUnnamedNodes, RenameNodeOutputs
 from qdqkit.passes.scales import ScaleOrigin, ScaleTable
 from qdqkit.passes.strip_qdq import StripQdqPairs
-from qdqkit.translation.fp16 import select_fp16_nodes
+from qdqkit.translation.fp16 import Fp16Selection, select_fp16_nodes
 from qdqkit.translation.propagate import PropagationOptions, propagate_scales
 from qdqkit.translation.refusals import check_translatable
 from qdqkit.translation.weight_scales import WeightScaleMismatch, weight_scale_mismatches
@@ -195,8 +195,10 @@ def translate_model(
     ]
     qdq_count = sum(1 for e in scales if e.origin is ScaleOrigin.QDQ)
     propagated = propagate_scales(graph, scales, options.propagation())
-    hint = _propagation_hint(graph, scales, options)
+    # The hint starts from the scales before the DLA unary ones that selecting may add.
+    propagated_only = _copy_scales(scales) if options.add_unary_ew_scales_for_dla else scales
     selection = select_fp16_nodes(graph, scales, options.add_unary_ew_scales_for_dla)
+    hint = _propagation_hint(graph, propagated_only, selection, options)
     named = _scales_by_name(graph, scales)
     _check_printable(where, named, selection.nodes)
     if log.isEnabledFor(logging.DEBUG):
@@ -225,25 +227,26 @@ def translate_model(
     )
 
 
+def _copy_scales(table: ScaleTable) -> ScaleTable:
+    new = ScaleTable()
+    for entry in table:
+        new.set(entry.value, entry.scale, entry.origin, entry.source)
+    return new
+
+
 def _propagation_hint(
-    graph: ir.Graph, scales: ScaleTable, options: TranslateOptions
+    graph: ir.Graph, scales: ScaleTable, selection: Fp16Selection, options: TranslateOptions
 ) -> PropagationHint | None:
     """If FP16 layers are activations a propagation option covers, measure what it would save.
 
-    Runs on copies of the scale table (``scales`` is not changed), so it costs one more
-    propagation and FP16 selection, both linear, and only when such layers exist.
+    ``scales`` is the propagated table and ``selection`` the FP16 layers chosen from it; the wider
+    option runs on a copy (``scales`` is not changed), so it costs one more propagation and FP16
+    selection, both linear, and only when such layers exist.
     """
-    def copy(table: ScaleTable) -> ScaleTable:
-        new = ScaleTable()
-        for entry in table:
-            new.set(entry.value, entry.scale, entry.origin, entry.source)
-        return new
-
     propagation = options.propagation()
-    base = copy(scales)
-    propagate_scales(graph, base, propagation)
-    selection = select_fp16_nodes(graph, base, options.add_unary_ew_scales_for_dla)
     before = selection.nodes
+    if not before and not selection.unscaled_tensors:
+        return None
     by_name = {node.name: node for node in graph if node.name}
     values = {out.name: out for node in graph for out in node.outputs if out.name}
     # The activations that are FP16 themselves or write a tensor left without a scale.
@@ -255,7 +258,7 @@ def _propagation_hint(
     ops = sorted(involved & (HINT_OPS - propagation.op_set()))
     if not ops:
         return None
-    wider = copy(scales)
+    wider = _copy_scales(scales)
     extra = PropagationOptions(propagation.average_pool, propagation.concat, propagation.mul,
                                (*propagation.extra_ops, *ops))
     propagate_scales(graph, wider, extra)

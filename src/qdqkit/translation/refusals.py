@@ -109,7 +109,7 @@ def check_translatable(view: QdqView, where: str, constants: set[ir.Value]) -> l
             "INT8 cannot carry (it has only per-tensor 8-bit activation scales); keep this model on "
             "explicit quantization or re-quantize those tensors to int8"
         )
-    bad_scales = [n for n in nodes if _bad_scale(view, n)]
+    bad_scales = _bad_scales(view, nodes)
     if bad_scales:
         first = view.params(bad_scales[0])
         shown = first.scale.reshape(-1)[:4].tolist() if first is not None else "?"
@@ -141,15 +141,24 @@ def check_translatable(view: QdqView, where: str, constants: set[ir.Value]) -> l
     ]
 
 
-def _bad_scale(view: QdqView, node: ir.Node) -> bool:
-    params = view.params(node)
-    if params is None:
-        return False
-    scale = params.scale.astype(np.float64)
-    if not np.all(np.isfinite(scale)) or np.any(scale < 0):
-        return True
-    # A Q divides by its scale; a DQ of an all-zero weight channel may carry 0 harmlessly.
-    return is_quantize(node) and bool(np.any(scale == 0))
+def _bad_scales(view: QdqView, nodes: list[ir.Node]) -> list[ir.Node]:
+    """Q/DQ whose scale is NaN, infinite or negative, or zero on a Q (a Q divides by it; a DQ of
+    an all-zero weight channel may carry 0 harmlessly). A Q and its DQ share one scale array,
+    so each array is checked once."""
+    facts: dict[int, tuple[bool, bool]] = {}  # id(scale array): (invalid, has a zero)
+    bad = []
+    for node in nodes:
+        params = view.params(node)
+        if params is None:
+            continue
+        fact = facts.get(id(params.scale))
+        if fact is None:
+            scale = params.scale.astype(np.float64)
+            invalid = not np.all(np.isfinite(scale)) or bool(np.any(scale < 0))
+            fact = facts[id(params.scale)] = (invalid, bool(np.any(scale == 0)))
+        if fact[0] or (fact[1] and is_quantize(node)):
+            bad.append(node)
+    return bad
 
 
 def _explicit_uint8(view: QdqView, node: ir.Node) -> bool:

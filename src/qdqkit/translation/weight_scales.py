@@ -14,7 +14,7 @@ import numpy as np
 import onnx_ir as ir
 
 from qdqkit.core.lazy_proto import release_mapped
-from qdqkit.core.qdq import QdqView, node_label
+from qdqkit.core.qdq import QdqView, QuantParams, node_label
 from qdqkit.core.qdq_math import fake_quantize, implicit_weight_scales, trt_requantize_weight
 from qdqkit.core.weights import output_channel_axis
 from qdqkit.passes.fold_weight_path import evaluate_constant
@@ -42,21 +42,22 @@ def weight_scale_mismatches(view: QdqView, tolerance: float = 1e-6) -> list[Weig
         if ref.quantize is not None:
             # The float weight, possibly behind Reshape/Transpose of a constant (TF, onnxruntime).
             w = evaluate_constant(ref.source)
-            used = None if w is None else fake_quantize(np.asarray(w, np.float32), ref.params)
+            fake_quantized = ref.params  # the model computes with fake_quantize(w)
         else:
-            w = used = dequantized_array(view, ref.dequantize, np.dtype(np.float32))
-        if w is None or used is None or w.ndim == 0:
+            w = dequantized_array(view, ref.dequantize, np.dtype(np.float32))
+            fake_quantized = None  # the model computes with w itself
+        if w is None or w.ndim == 0:
             continue
-        _compare(found, node, index, ref.source, np.asarray(w, np.float32), used, ref.params.scale,
-                 tolerance)
-        del w, used
+        _compare(found, node, index, ref.source, np.asarray(w, np.float32), fake_quantized,
+                 ref.params.scale, tolerance)
+        del w
         release_mapped(ref.source)
     return found
 
 
 def _compare(
     found: list[WeightScaleMismatch], node: ir.Node, index: int, source: ir.Value | None,
-    w: np.ndarray, used: np.ndarray, scales: np.ndarray, tolerance: float,
+    w: np.ndarray, fake_quantized: QuantParams | None, scales: np.ndarray, tolerance: float,
 ) -> None:
     """Note the weight if TensorRT computes with other values than the Q/DQ model does.
 
@@ -73,6 +74,8 @@ def _compare(
         per_channel = np.broadcast_to(given, expected.shape)[live]
         if np.all(np.abs(per_channel - expected[live]) <= tolerance * expected[live]):
             return
+    # The values the Q/DQ model computes with, needed only now that the scales differ.
+    used = w if fake_quantized is None else fake_quantize(w, fake_quantized)
     requantized, _ = trt_requantize_weight(w, axis)
     moved = np.moveaxis(np.abs(requantized.astype(np.float64) - used), axis, 0)
     rows = moved.reshape(moved.shape[0], -1)
