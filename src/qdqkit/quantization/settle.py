@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import onnx
 import onnx_ir as ir
 
+from qdqkit.core.errors import QdqkitError
 from qdqkit.passes.input_cast_qdq import QuantizeBeforeInputCast
 from qdqkit.passes.insert_qdq import ActivationQdq, InsertQdq, WeightQdq
 from qdqkit.trt.placement import Placement, unpaid_points
@@ -71,11 +72,15 @@ def settle(
         nodes = list(model.graph)
         index = {node: i for i, node in enumerate(nodes)}
         uncalibrated = [p for p in placement.points if (p.value.name or "") not in scales]
+        before = len(floats)
         for point in uncalibrated:
             readers = point.readers or tuple(use.node for use in point.value.uses())
             for node in readers:
                 floats.setdefault(index[node], f"not quantized: its input '{point.value.name}' "
                                   "was not calibrated")
+        if uncalibrated and (len(floats) == before or rounds > 2 * ROUNDS):
+            raise QdqkitError(f"tensor '{uncalibrated[0].value.name}' could not be calibrated; "
+                              "exclude its reader with --exclude")
         fp32_nodes: dict[str, str] = {}
         if not uncalibrated:
             _insert(model, placement, scales, per_tensor_weights)
