@@ -32,8 +32,8 @@ def test_lint_reports_errors_with_exit_code_1(tmp_path: Path, capsys: pytest.Cap
     g = GraphBuilder()
     x = g.qdq(g.input("x", [1, 32, 8, 8]))
     y = g.bn(g.conv(x, 32, 32, name="conv2"), 32)
-    g.output(g.node("Relu", [g.node("Add", [y, "x"], name="add")]))
-    g.outputs[-1].name = g.nodes[-1].output[0]
+    # The float skip makes the block write float where the next conv wants INT8 (C3).
+    g.output(g.conv(g.qdq(g.node("Relu", [g.node("Add", [y, "x"], name="add")]), 0.2), 32, 32))
     code = main(["lint", str(_save(g, tmp_path / "m.onnx"))])
     out = capsys.readouterr().out
     assert code == 1

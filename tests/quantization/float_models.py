@@ -3,7 +3,8 @@
 ResNet (BN, residual Adds, a downsample shortcut, GlobalAveragePool, FC), YOLO (Focus Slices,
 Conv-BN-SiLU, C2f-style Split/Concat with Bottleneck Adds, SPPF MaxPools, Resize, a Detect head with
 DFL softmax-expectation decode), MobileNetV3 (depthwise, HardSwish, squeeze-excite) and a
-transformer block (LayerNorm, attention MatMuls, Softmax, GELU). Weights are seeded random, scaled
+transformer block (LayerNorm, attention MatMuls, Softmax, GELU), and an SVTR-like text recognizer
+mixing both. Weights are seeded random, scaled
 so activations keep a sane range through the depth.
 """
 
@@ -139,6 +140,56 @@ def transformer(tokens: int = 16, dim: int = 64) -> GraphBuilder:
         g.const(np.float32(0.5))])
     g.node("Add", [x, linear(gelu, 4 * dim, dim)], out="hidden")
     g.output("hidden", [1, tokens, dim])
+    return g
+
+
+def svtr(width: int | str = 32, dim: int = 64) -> GraphBuilder:
+    """A text recognizer shaped like PP-OCRv4's SVTR: a conv stem, an AveragePool, then tokens
+    through transformer blocks with LayerNorm decomposed into ReduceMean/Sub/Pow/Sqrt/Div/Mul/Add
+    (as Paddle exports it), attention with Transpose/Reshape copies, Swish MLPs, residual Adds,
+    and back to NCHW for a conv and a shortcut Concat. ``width`` may be symbolic."""
+    g = GraphBuilder("svtr_like", seed=6, opset=17)
+    x = g.input("x", [1, 3, 8, width])
+    x = _cbr(g, x, 3, 32, stride=2)
+    x = _cbr(g, x, 32, dim)
+    x = g.node("AveragePool", [x], kernel_shape=[2, 2], strides=[2, 2])  # [1, dim, 2, w/4]
+    shortcut = x
+    t = g.node("Transpose", [g.node("Reshape", [x, g.const(np.array([1, dim, -1], np.int64))])],
+               perm=[0, 2, 1])  # [1, tokens, dim]
+
+    def linear(v: str, cin: int, cout: int) -> str:
+        w = g.const(g.rng.normal(0, 1 / np.sqrt(cin), (cin, cout)).astype(np.float32))
+        return g.node("Add", [g.node("MatMul", [v, w]), g.const(np.zeros(cout, np.float32))])
+
+    def norm(v: str) -> str:
+        centered = g.node("Sub", [v, g.node("ReduceMean", [v], axes=[-1])])
+        var = g.node("ReduceMean", [g.node("Pow", [centered, g.const(np.float32(2.0))])],
+                     axes=[-1])
+        std = g.node("Sqrt", [g.node("Add", [var, g.const(np.float32(1e-5))])])
+        scaled = g.node("Mul", [g.node("Div", [centered, std]), g.const(np.ones(dim, np.float32))])
+        return g.node("Add", [scaled, g.const(np.zeros(dim, np.float32))])
+
+    for _ in range(2):
+        h = norm(t)
+        q, k, v = (linear(h, dim, dim) for _ in range(3))
+        att = g.node("MatMul", [q, g.node("Transpose", [k], perm=[0, 2, 1])])
+        att = g.node("Softmax", [g.node("Mul", [att, g.const(np.float32(1 / np.sqrt(dim)))])],
+                     axis=-1)
+        core = g.node("Reshape", [g.node("Transpose", [g.node("MatMul", [att, v])],
+                                         perm=[0, 2, 1]),
+                                  g.const(np.array([1, -1, dim], np.int64))])
+        t = g.node("Add", [t, linear(core, dim, dim)])
+        h = linear(norm(t), dim, 2 * dim)
+        h = g.node("Mul", [h, g.node("Sigmoid", [h])])
+        t = g.node("Add", [t, linear(h, 2 * dim, dim)])
+    t = norm(t)
+    back = g.node("Reshape", [g.node("Transpose", [t], perm=[0, 2, 1]),
+                              g.node("Shape", [shortcut])])
+    y = _cbr(g, back, dim, dim, 1)
+    y = _cbr(g, g.node("Concat", [shortcut, y], axis=1), 2 * dim, dim)
+    y = g.node("Transpose", [g.node("ReduceMean", [y], axes=[2], keepdims=0)], perm=[0, 2, 1])
+    g.node("Softmax", [linear(y, dim, 40)], axis=-1, out="probs")
+    g.output("probs", [1, "steps", 40] if isinstance(width, str) else None)
     return g
 
 

@@ -1,8 +1,9 @@
 """The placement policy, judged by the engine predictor and lint on every model family.
 
-The bar: the quantized output lints with no error under each TensorRT version, and the predicted
-engine keeps only the Reformats no placement can remove (the network input's Q; a Q after a layer
-the policy keeps float on purpose, such as a LayerNorm). Each family checks the rule it exercises.
+The bar: the quantized output lints with no error and no placement warning (a fixable rule, or
+QDQ509: INT8 not faster than FP16) under each TensorRT version, and the predicted engine keeps only
+the Reformats no placement can remove (the network input's Q; a Q after float math in front of an
+INT8 region that pays for it). Each family checks the rule it exercises.
 """
 
 from __future__ import annotations
@@ -14,19 +15,20 @@ import onnx_ir as ir
 import pytest
 
 from qdqkit.core.qdq import is_dequantize, is_quantize
+from qdqkit.linting import lint
 from qdqkit.quantization import quantize
+from qdqkit.rules import rule
 from qdqkit.trt.placement import plan_placement
 from tests.quantization.float_models import (
     calibration_batches,
     mobilenet,
     resnet,
+    svtr,
     transformer,
     yolo,
 )
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "models"
-# Codes that judge where Q/DQ sit (QDQ1xx-4xx); QDQ5xx/6xx are about builds and engines.
-PLACEMENT = ("QDQ1", "QDQ2", "QDQ3", "QDQ4")
 
 
 def _quantized(builder, trt: str = "8.6", **options):  # type: ignore[no-untyped-def]
@@ -34,8 +36,22 @@ def _quantized(builder, trt: str = "8.6", **options):  # type: ignore[no-untyped
                     **options)
 
 
+def _placement(codes: dict[str, int]) -> dict[str, int]:
+    """Placement warnings: the rules a placement can fix, and QDQ509 (INT8 not faster)."""
+    return {c: n for c, n in codes.items() if rule(c).fixable or c == "QDQ509"}
+
+
 def _placement_warnings(result) -> dict[str, int]:  # type: ignore[no-untyped-def]
-    return {c: n for c, n in result.lint_warnings.items() if c.startswith(PLACEMENT)}
+    return _placement(result.lint_warnings)
+
+
+def _linted_as_written(result, trt: str = "11") -> dict[str, int]:  # type: ignore[no-untyped-def]
+    """What `qdqkit lint --trt` says of the written model (symbolic dimensions count as 1)."""
+    linted = lint(ir.from_proto(ir.serde.serialize_model(result.model)), trt=trt)
+    assert linted.errors == 0
+    return _placement({g.code: sum(1 for f in g.findings if f.severity.value == "warning")
+                       for g in linted.groups if any(f.severity.value == "warning"
+                                                     for f in g.findings)})
 
 
 def _scale_of_q(model: ir.Model, tensor: str) -> float:
@@ -73,7 +89,9 @@ def test_yolo_keeps_the_dfl_decode_float_and_shares_sppf_scales(trt: str) -> Non
     assert result.lint_errors == 0
     floats = {w.node: w.reason for w in result.weighted if not w.quantized}
     assert list(floats) == ["dfl"] and "Softmax" in floats["dfl"]
-    assert _placement_warnings(result) == {"QDQ102": 1}  # the DFL conv, float on purpose
+    # The DFL conv is float on purpose, and lint agrees: after the Softmax its Q could not fuse
+    # and INT8 would save less than that Reformat (QDQ102 not reported).
+    assert _placement_warnings(result) == {}
     assert result.engine.reformats == 1
     model = result.model
     assert model is not None
@@ -96,7 +114,9 @@ def test_yolo_keeps_the_dfl_decode_float_and_shares_sppf_scales(trt: str) -> Non
 
 
 def test_transformer_keeps_layernorm_softmax_gelu_and_attention_core_float() -> None:
-    result = _quantized(transformer(), "11")
+    # Every region of this block is entered through a Q after float math; it is too small for
+    # INT8 to pay for those Reformats, so the structure is checked with every region kept.
+    result = _quantized(transformer(), "11", keep_unpaid=True)
     assert result.lint_errors == 0
     model = result.model
     assert model is not None
@@ -109,11 +129,56 @@ def test_transformer_keeps_layernorm_softmax_gelu_and_attention_core_float() -> 
     for matmul in (n for n in model.graph if n.op_type == "MatMul"):
         if matmul.inputs[1].const_value is None and matmul.inputs[1].producer().op_type != "DequantizeLinear":
             assert not is_dequantize(matmul.inputs[0].producer())  # attention core float
-    # Placement leaves only boundary Reformats: Qs after float LayerNorm/attention/GELU and the
-    # residual stream, never inside an INT8 region.
-    assert set(_placement_warnings(result)) <= {"QDQ204", "QDQ407"}
+    # No residual skip is quantized: no block after an Add is read in INT8 (C4).
+    assert set(_placement_warnings(result)) <= {"QDQ407", "QDQ509"}
     assert set(result.fp32_nodes) == {n.name for n in model.graph
                                       if n.op_type == "LayerNormalization"}
+
+
+def test_regions_that_do_not_pay_for_their_reformats_stay_float_with_the_reason() -> None:
+    result = _quantized(transformer(), "11")
+    assert result.lint_errors == 0 and _placement_warnings(result) == {}
+    assert _linted_as_written(result) == {}
+    assert not any(w.quantized for w in result.weighted)
+    assert all(w.reason.startswith("not quantized: its INT8 region needs the standalone Q/DQ")
+               and "(E1, E2)" in w.reason for w in result.weighted)
+    assert result.model is not None and not any(is_quantize(n) for n in result.model.graph)
+
+
+@pytest.mark.parametrize("size,paid", [(8, False), (32, True)])
+def test_a_q_after_float_math_is_kept_only_where_the_conv_saves_more(size: int, paid: bool) -> None:
+    from tests.quantization.float_models import GraphBuilder
+
+    g = GraphBuilder("after_tanh", seed=8)
+    x = g.input("x", [1, 384, size, size])
+    y = g.conv(g.node("Tanh", [x]), 384, 384, 3, weight="float", std=0.02, name="big")
+    g.node("Relu", [y], out="y")
+    g.output("y", [1, 384, size, size])
+    result = _quantized(g, "11")
+    assert result.lint_errors == 0 and _placement_warnings(result) == {}
+    decision = result.weighted[0]
+    assert decision.quantized == paid
+    if not paid:  # 85 M MACs: 0.3 us saved against a 1.1 us Reformat after the Tanh
+        assert "'tanh" in decision.reason and "saves" in decision.reason
+
+
+@pytest.mark.parametrize("width,shapes", [(32, None), ("W", {"x": [1, 3, 8, 32]})])
+def test_svtr_recognizer_lints_clean_as_written(width: int | str, shapes) -> None:  # type: ignore[no-untyped-def]
+    """PP-OCRv4-rec-shaped: decomposed LayerNorms, attention copies, residual streams, a
+    shortcut Concat back to NCHW; with a static and a symbolic width."""
+    result = quantize(svtr(width).proto(), "random", trt="11", method="max", calib_limit=2,
+                      shapes=shapes)
+    assert result.lint_errors == 0 and _placement_warnings(result) == {}
+    assert _linted_as_written(result) == {}  # no QDQ509, QDQ204, QDQ304, QDQ404, QDQ407
+    stem = [w for w in result.weighted if w.op_type == "Conv"][:2]
+    assert all(w.quantized for w in stem)
+    matmuls = [w for w in result.weighted if w.op_type == "MatMul"]
+    assert matmuls and all(not w.quantized and w.reason.startswith("not quantized")
+                           for w in matmuls)
+    model = result.model
+    assert model is not None
+    for value in {n.inputs[0] for n in model.graph if is_quantize(n)}:
+        assert len([u for u in value.uses() if is_quantize(u.node)]) == 1  # one Q a tensor
 
 
 def test_small_layers_fed_by_the_input_stay_float_with_the_threshold() -> None:
@@ -153,6 +218,7 @@ def test_real_models_lint_clean(name: str, shape: list[int] | None, trt: str) ->
                       calib_limit=2, shapes=shapes)
     assert result.lint_errors == 0
     assert _placement_warnings(result) == {}
+    assert _linted_as_written(result, trt) == {}
     assert result.engine.reformats == 1  # the network input's Q only
     assert result.int8_mac_share == 1.0
 

@@ -45,6 +45,9 @@ def register(subparsers: Any) -> None:
     options.add_argument("--exclude-from", action="append", default=[], metavar="FILE",
                          help="keep float every node listed in FILE: one name, glob or op type "
                          "per line, '#' starts a comment (the list 'compare --fallback' writes)")
+    options.add_argument("--keep-unpaid", action="store_true",
+                         help="keep INT8 regions the cost model predicts slower than FP16 (their "
+                              "standalone Q/DQ Reformats cost more than INT8 saves)")
     options.add_argument("--per-tensor-weights", action="store_true",
                          help="one scale per weight instead of one per output channel")
     options.add_argument("--smooth-quant", nargs="?", type=float, const=0.5, default=None,
@@ -72,8 +75,8 @@ def run(args: argparse.Namespace) -> int:
         args.model, data.source, output=OUTPUT.given(args), method=args.method,
         percentile=args.percentile, trt=TRT.parse(args), target=TARGET.parse(args),
         high_precision=args.high_precision, exclude=exclude,
-        per_tensor_weights=args.per_tensor_weights, batch=data.batch,
-        calib_limit=data.sample_limit,
+        per_tensor_weights=args.per_tensor_weights, keep_unpaid=args.keep_unpaid,
+        batch=data.batch, calib_limit=data.sample_limit,
         shapes=data.shapes, preprocess=data.preprocess_spec(),
         seed=data.seed, progress=None if not as_json else False,
         smooth_quant=args.smooth_quant,

@@ -34,6 +34,12 @@ def apply_shapes(model: ir.Model, shapes: Mapping[str, Sequence[int]]) -> None:
                 f"--shapes gives input '{name}' {len(dims)} dims, the model has "
                 f"{len(value.shape)}: {list(value.shape)}")
         value.shape = ir.Shape(dims)
+    # Stored shapes with symbolic dimensions would win over inference and keep counting them as
+    # 1 inside the graph: dropped, they are inferred again from the shapes given.
+    for node in model.graph:
+        for out in node.outputs:
+            if out.shape is not None and not all(isinstance(d, int) for d in out.shape):
+                out.shape = None
 
 
 def input_shapes(model: ir.Model) -> dict[str, list[int | str]]:
@@ -44,10 +50,26 @@ def input_shapes(model: ir.Model) -> dict[str, list[int | str]]:
 
 
 def float_build(model: ir.Model, trt: str, precision: Precision = Precision.FP16) -> EngineGraph:
-    """The engine of ``model`` without Q/DQ, built with ``precision`` as its float type."""
+    """The engine of ``model`` without Q/DQ, built with ``precision`` as its float type.
+
+    TensorRT 11 builds strongly typed: a model whose float remainder is already ``precision``
+    builds as it is, FP32 layers it keeps against overflow included, since the same network
+    deployed without Q/DQ keeps them too (their cost is QDQ503's, not INT8's).
+    """
     stripped = model.clone()
     _remove_qdq_pairs(stripped.graph)
-    return as_float_build(predict_engine(stripped, trt=trt), precision)
+    engine = predict_engine(stripped, trt=trt)
+    if trt == "11" and _typed_as(stripped, precision):
+        return engine
+    return as_float_build(engine, precision)
+
+
+def _typed_as(model: ir.Model, precision: Precision) -> bool:
+    """Whether ``model`` computes in ``precision`` already (a float16 remainder for FP16)."""
+    wanted = {Precision.FP16: ir.DataType.FLOAT16, Precision.BF16: ir.DataType.BFLOAT16}.get(
+        precision)
+    return wanted is not None and any(
+        value.dtype == wanted for node in model.graph for value in node.outputs)
 
 
 def _remove_qdq_pairs(graph: ir.Graph) -> None:

@@ -14,6 +14,9 @@ stays FP32. Rules (the model must be at opset 19 or later, where Q/DQ take and g
    float32 (its DQ writes float16), so no Cast stands between the input and its Q.
 3. Resize/Upsample ``roi``/``scales`` stay float32, as the spec requires and exact output sizes
    need (C14).
+4. A BatchNormalization whose constant scale, bias, mean or variance is beyond FP16 runs FP16
+   with those four kept float32 (their own type since opset 15): TensorRT folds them into the
+   conv before it, so only they, not the activations, need the range.
 """
 
 from __future__ import annotations
@@ -54,7 +57,7 @@ class Float16Remainder(ir.passes.InPlacePass):
         constants: dict[tuple[ir.Value, ir.DataType], ir.Value] = {}
         for node in list(graph):
             target = _F32 if node in keep or _quantizes_input(node) else _F16
-            fixed = _FLOAT32_ONLY_INPUTS.get(node.op_type, ())
+            fixed = _FLOAT32_ONLY_INPUTS.get(node.op_type, ()) or _wide_statistics(node)
             for index, value in enumerate(node.inputs):
                 dtype = _dtype(value)
                 if value is None or dtype not in (_F16, _F32):
@@ -91,9 +94,12 @@ class Float16Remainder(ir.passes.InPlacePass):
             if producer is not None and (producer.op_type == "Pow" or (
                     producer.op_type == "Mul" and producer.inputs[0] is producer.inputs[1])):
                 return f"{node.op_type} of squares (a LayerNorm variance) overflows FP16"
-        for value in [*node.inputs, *node.outputs]:
+        statistics = _wide_statistics(node)
+        for index, value in enumerate([*node.inputs, *node.outputs]):
             if value is None:
                 continue
+            if index in statistics:
+                continue  # rule 4: stays float32 while the node runs FP16
             if value.const_value is not None and _dtype(value) == _F32:
                 array = value.const_value.numpy()
                 if array.size and float(np.max(np.abs(array))) > FP16_MAX:
@@ -103,6 +109,19 @@ class Float16Remainder(ir.passes.InPlacePass):
                 return (f"tensor '{value.name}' reaches {max(-low, high):.6g} in calibration, "
                         "beyond FP16's 65504")
         return None
+
+
+def _wide_statistics(node: ir.Node) -> tuple[int, ...]:
+    """A BatchNormalization's scale, bias, mean and variance when one is beyond FP16 (rule 4)."""
+    if node.op_type != "BatchNormalization" or len(node.inputs) != 5:
+        return ()
+    for value in node.inputs[1:]:
+        if value is None or value.const_value is None or _dtype(value) != _F32:
+            return ()
+    if any(float(np.max(np.abs(v.const_value.numpy()), initial=0.0)) > FP16_MAX
+           for v in node.inputs[1:] if v is not None and v.const_value is not None):
+        return (1, 2, 3, 4)
+    return ()
 
 
 def _quantizes_input(node: ir.Node) -> bool:

@@ -11,6 +11,8 @@ Casts around its Q/DQ (A2):
    Cast's, so they still write what the readers read. The Cast goes.
 2. Only when every reader of the Cast's output is such a Q (input 0), the output is not a network
    output, the Cast is float32 -> float16/bfloat16/float32 and every DQ's scale has its type.
+   A chain of float Casts, each read by the next alone (a float16 remainder's Cast of the input
+   in front of the model's own), goes the same way.
 """
 
 from __future__ import annotations
@@ -28,12 +30,19 @@ def quantize_before_input_cast(graph: ir.Graph, q: ir.Node) -> str | None:
     """Rules 1-2 for the Cast ``q`` reads, if any; what changed, or None."""
     x = q.inputs[0]
     cast = x.producer() if x is not None else None
-    if x is None or cast is None or cast.op_type != "Cast" or cast.domain not in ("", "ai.onnx"):
+    if x is None or cast is None or not _float_cast(cast):
         return None
-    source = cast.inputs[0]
+    chain = [cast]  # Casts between the input and the Q, last first (a float16 remainder's too)
+    while (inner := chain[-1].inputs[0]) is not None and not inner.is_graph_input():
+        before = inner.producer()
+        if before is None or not _float_cast(before) or len(list(inner.uses())) != 1 \
+                or inner.is_graph_output():
+            return None
+        chain.append(before)
+    source = chain[-1].inputs[0]
     to = cast.attributes.get("to")
     if source is None or not source.is_graph_input() or source.dtype != ir.DataType.FLOAT \
-            or to is None or ir.DataType(to.as_int()) not in _TARGETS or x.is_graph_output():
+            or to is None or x.is_graph_output():
         return None
     target = ir.DataType(to.as_int())
     uses = list(x.uses())
@@ -55,10 +64,17 @@ def quantize_before_input_cast(graph: ir.Graph, q: ir.Node) -> str | None:
         graph.register_initializer(single)
         node.replace_input_with(0, source)
         node.replace_input_with(1, single)
-    graph.remove(cast, safe=True)
+    for node in chain:
+        graph.remove(node, safe=True)
     labels = ", ".join(f"'{node_label(n)}'" for n in quantizers)
     return (f"{labels} quantize network input '{source.name}' before Cast '{node_label(cast)}', "
             "which goes (B8, A2)")
+
+
+def _float_cast(node: ir.Node) -> bool:
+    to = node.attributes.get("to")
+    return (node.op_type == "Cast" and node.domain in ("", "ai.onnx") and to is not None
+            and ir.DataType(to.as_int()) in _TARGETS)
 
 
 def _writes(dq: ir.Node, dtype: ir.DataType) -> bool:

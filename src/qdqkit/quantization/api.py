@@ -31,7 +31,6 @@ from qdqkit.core.progress import Progress
 from qdqkit.core.qdq import FLOAT_TYPES, node_label
 from qdqkit.core.shapes import infer_value_types
 from qdqkit.linting import lint
-from qdqkit.passes.insert_qdq import ActivationQdq, InsertQdq, WeightQdq
 from qdqkit.quantization.calibrate import calibrate_groups
 from qdqkit.quantization.prepare import (
     default_opset,
@@ -40,6 +39,7 @@ from qdqkit.quantization.prepare import (
     upgrade_opset,
 )
 from qdqkit.quantization.result import QuantizeResult, WeightedReport
+from qdqkit.quantization.settle import settle
 from qdqkit.report.json_output import dumps_json
 from qdqkit.trt.placement import plan_placement
 from qdqkit.trt.versions import TARGETS, normalize_trt_version
@@ -65,6 +65,7 @@ def quantize(
     high_precision: str = "fp16",
     exclude: Sequence[str] = (),
     per_tensor_weights: bool = False,
+    keep_unpaid: bool = False,
     batch: int | None = None,
     calib_limit: int | None = None,
     shapes: Mapping[str, Sequence[int]] | None = None,
@@ -81,7 +82,8 @@ def quantize(
     ``forward(*inputs, **attributes)``: such nodes stay float, but what follows them is
     calibrated instead of being left float too. ``smooth_quant`` (alpha, e.g. 0.5) migrates
     activation outliers of LayerNorm/Linear outputs into the weights of the MatMuls that read
-    them (``quantization.smooth``; one more pass over the data).
+    them (``quantization.smooth``; one more pass over the data). ``keep_unpaid`` keeps the INT8
+    regions the cost model predicts slower than FP16 (``quantization.settle``).
     """
     start = time.perf_counter()
     trt = normalize_trt_version(trt)
@@ -136,17 +138,18 @@ def quantize(
     if missing:
         raise QdqkitError(f"tensor '{missing[0]}' could not be calibrated; exclude its reader "
                           "with --exclude")
-    InsertQdq(
-        [ActivationQdq(p.value, scales[p.group], p.readers) for p in placement.points],
-        [WeightQdq(n, per_tensor=per_tensor_weights) for n in placement.quantized_weighted],
-    )(quantized)
-    fp32_nodes: dict[str, str] = {}
-    if fp16:
-        from qdqkit.passes.float16_remainder import Float16Remainder
-
-        remainder = Float16Remainder(calibrated.ranges)
-        remainder(quantized)
-        fp32_nodes = remainder.kept_fp32
+    judged_shapes = _data_shapes(quantized, calibration_data)
+    settled = settle(
+        proto, (quantized, placement, blocked),
+        lambda fresh, kept: plan_placement(fresh, target=target, exclude=exclude, blocked=kept,
+                                           types=types),
+        {name: scales[group] for group, members in groups.items() for name in members},
+        per_tensor_weights=per_tensor_weights,
+        fp16_ranges=calibrated.ranges if fp16 else None, trt=trt, target=target,
+        shapes=judged_shapes, judge=not keep_unpaid)
+    quantized, placement, blocked = settled.model, settled.placement, settled.blocked
+    fp32_nodes = settled.fp32_nodes
+    kept = set(placement.observed_tensors())
     if calibration_data.is_random:
         warnings.append("calibrated on random data: the scales are meaningless for accuracy; "
                         "calibrate on real samples before deploying")
@@ -154,7 +157,8 @@ def quantize(
         "method": method, "percentile": percentile, "trt": trt, "target": target,
         "high_precision": high_precision if trt == "11" else "fp16 (--fp16 builder flag)",
         "float_remainder": "fp16" if fp16 else "fp32", "exclude": list(exclude),
-        "per_tensor_weights": per_tensor_weights, "batch": calibration_data.batch,
+        "per_tensor_weights": per_tensor_weights, "keep_unpaid": keep_unpaid,
+        "batch": calibration_data.batch,
         "calib_limit": calib_limit, "smooth_quant": smooth_quant,
     }
     calibration = {
@@ -162,7 +166,7 @@ def quantize(
         "samples": calibrated.samples, "batches": calibrated.batches, "smoothed": smoothed,
     }
     _stamp(quantized, options, calibration)
-    linted = lint(quantized, trt=trt, target=target)
+    linted = lint(quantized, trt=trt, target=target, shapes=_shape_spec(judged_shapes))
     lint_warnings: dict[str, int] = {}
     for group in linted.groups:
         count = sum(1 for f in group.findings if f.severity.value == "warning")
@@ -171,7 +175,8 @@ def quantize(
     result = QuantizeResult(
         source=where, output=str(out_path) if out_path else None,
         report=str(report_path(out_path)) if out_path else None,
-        options=options, calibration=calibration, tensors=calibrated.tensors,
+        options=options, calibration=calibration,
+        tensors=[t for t in calibrated.tensors if t.tensor in kept],
         weighted=[WeightedReport(node_label(d.node), d.node.op_type, d.quantized, d.reason, d.macs)
                   for d in placement.weighted],
         int8_ops=[node_label(n) for n in placement.int8_ops],
@@ -240,6 +245,24 @@ def _normalized(proto: onnx.ModelProto) -> onnx.ModelProto:
         model.ir_version = max(model.ir_version or 0, 7)
         return ir.serde.serialize_model(model)
     return proto
+
+
+def _data_shapes(model: ir.Model, data: Any) -> dict[str, list[int]] | None:
+    """The input shapes of the first calibration batch, when the model leaves some dimension
+    symbolic: the engine is predicted, and placement judged, at the shapes the data has."""
+    if all(value.shape is not None and all(isinstance(d, int) for d in value.shape)
+           for value in model.graph.inputs):
+        return None
+    batch = next(iter(data), None)  # re-reads one batch; a spent one-shot iterator gives none
+    if not batch:
+        return None
+    return {name: [int(d) for d in array.shape] for name, array in batch.items()}
+
+
+def _shape_spec(shapes: Mapping[str, list[int]] | None) -> str | None:
+    if not shapes:
+        return None
+    return ",".join(f"{name}:{'x'.join(str(d) for d in dims)}" for name, dims in shapes.items())
 
 
 def _float_tensors(model: ir.Model, types: Any) -> list[str]:

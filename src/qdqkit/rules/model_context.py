@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import cached_property
 
 import onnx_ir as ir
 
+from qdqkit.core.constants import constant_array
 from qdqkit.core.qdq import QdqView, is_dequantize, is_quantize, node_label
 from qdqkit.core.text import plural
 from qdqkit.rules import Finding, rule
 from qdqkit.trt.cost_model import LatencyComparison
-from qdqkit.trt.engine import EngineLayer
+from qdqkit.trt.engine import EngineLayer, Precision
 from qdqkit.trt.predict import Prediction
 from qdqkit.trt.predict.fusion import Block
 from qdqkit.trt.predict.ops import is_plugin
@@ -38,6 +39,24 @@ def module_label(block: Block) -> str:
             module = module.rsplit(".", 1)[0]  # 'layer2.0.downsample.0' is in 'layer2.0'
         return block_label(module)
     return block_label(node_label(node))
+
+
+@dataclass(frozen=True)
+class PredictedBlock:
+    """A fused block, the engine layer it became, and whether that layer computes in INT8."""
+
+    block: Block
+    layer: EngineLayer
+    int8_compute: bool
+
+    @property
+    def anchor(self) -> ir.Node:
+        return self.block.anchor
+
+
+# Normalizations subtract a mean from its own input and average squares: their ReduceMeans are
+# statistics, not pools, whatever axes they reduce.
+_SQUARES = frozenset({"Pow", "ReduceSumSquare"})
 
 
 @dataclass
@@ -72,6 +91,77 @@ class LintContext:
         if len(op_types) > 1:
             found.sort(key=self.prediction.facts.order.__getitem__)
         return found
+
+    def predicted_blocks(self, *, weighted: bool | None = None) -> Iterator[PredictedBlock]:
+        """Each fused block that became a layer (elided copies and Concats skipped), in order.
+
+        ``weighted`` True keeps only blocks with a weighted op, False only blocks without one
+        (plugins left out: their own rules judge them). The one walk the residual (QDQ201/204),
+        INT8-in-float-out (QDQ205) and pool (QDQ304) checks share.
+        """
+        prediction = self.prediction
+        for block in prediction.blocks:
+            layer = prediction.block_layer(block)
+            if layer is None or (weighted is not None and (block.weighted is not None) != weighted):
+                continue
+            if weighted is False and is_plugin(block.anchor):
+                continue
+            if block.weighted is not None:
+                cost = prediction.cost_of(layer)
+                int8 = cost is not None and cost.int8_compute
+            else:
+                int8 = layer.precision == Precision.INT8
+            yield PredictedBlock(block, layer, int8)
+
+    def dequantized_inputs(self, block: Block) -> list[ir.Node]:
+        """The DQ nodes through which ``block`` reads INT8 tensors from outside itself."""
+        prediction = self.prediction
+        return [d for v in prediction.external_inputs(block) if prediction.int8_of(v) is not None
+                and (d := v.producer()) is not None and is_dequantize(d)]
+
+    def int8_around(self, value: ir.Value, reader: ir.Node) -> tuple[bool, bool]:
+        """Whether the layer writing ``value`` computes INT8, and whether ``reader``'s output is
+        wanted in INT8 by its own readers."""
+        prediction = self.prediction
+        producer = prediction.producer_layer(value)
+        cost = prediction.cost_of(producer) if producer is not None else None
+        before = cost is not None and cost.int8_compute
+        return before, any(prediction.wanted_scale(out) is not None for out in reader.outputs)
+
+    def is_spatial_pool(self, node: ir.Node) -> bool:
+        """Whether an averaging node pools: AveragePool/GlobalAveragePool, or a ReduceMean over
+        spatial axes only (2 and up) of a tensor of rank 3 or more that is not a normalization's
+        statistic (a mean its own input is centered by, or a mean of squares)."""
+        if node.op_type in ("AveragePool", "GlobalAveragePool"):
+            return True
+        if node.op_type != "ReduceMean" or not node.inputs or node.inputs[0] is None:
+            return False
+        source = node.inputs[0]
+        shape = self.prediction.facts.shape_of(source)
+        axes = self._reduced_axes(node)
+        if shape is None or axes is None or len(shape) < 3:
+            return False
+        rank = len(shape)
+        normalized = {a + rank if a < 0 else a for a in axes}
+        if not normalized or not normalized <= set(range(2, rank)):
+            return False
+        producer = source.producer()
+        if producer is not None and (producer.op_type in _SQUARES or (
+                producer.op_type == "Mul" and len(producer.inputs) == 2
+                and producer.inputs[0] is producer.inputs[1])):
+            return False
+        mean = node.outputs[0]
+        return not any(use.node.op_type == "Sub" and any(v is mean for v in use.node.inputs)
+                       for use in source.uses())
+
+    def _reduced_axes(self, node: ir.Node) -> list[int] | None:
+        attr = node.attributes.get("axes")
+        if attr is not None:
+            return list(attr.as_ints())
+        if len(node.inputs) > 1 and node.inputs[1] is not None:
+            axes = constant_array(node.inputs[1])
+            return None if axes is None else [int(a) for a in axes.reshape(-1)]
+        return None  # every axis: a global mean, not a pool
 
     def plugin_nodes(self) -> list[ir.Node]:
         """Custom-domain nodes (TensorRT plugins), in graph order."""

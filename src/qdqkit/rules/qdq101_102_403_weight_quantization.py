@@ -2,7 +2,10 @@
 
 1. QDQ101: exactly one of the activation (through DQ, usable by TensorRT) and the weight is INT8:
    the op runs float and the DQ in front of it becomes a Reformat.
-2. QDQ102: in a quantized model, a weighted op with neither side quantized runs float.
+2. QDQ102: in a quantized model, a weighted op with neither side quantized runs float. Not
+   reported where INT8 would not pay: its input comes from a float layer that cannot write INT8,
+   so its Q would be a Reformat of its own, and the cost model says the op saves less in INT8
+   than that Reformat costs (E1; ``trt.placement.costs``, the rule ``quantize`` places by).
 3. QDQ403: a quantized weight with a single scale (and more than one output channel).
 One check: all three read the same weight reference and activation of each weighted block.
 """
@@ -18,6 +21,7 @@ if TYPE_CHECKING:
     import onnx_ir as ir
 
     from qdqkit.rules.model_context import LintContext
+    from qdqkit.trt.engine import EngineLayer
 
 RULES = (
     Rule(
@@ -59,7 +63,8 @@ RULES = (
         rule_id="D1, C15",
         how_it_checks=(
             "The model has Q/DQ nodes and a weighted op with a constant weight has no DQ on "
-            "either input."
+            "either input, unless its input comes from a float layer and the cost model says "
+            "INT8 would save less than the Reformat quantizing it costs."
         ),
     ),
     Rule(
@@ -121,6 +126,25 @@ def check(ctx: LintContext) -> Iterator[Finding]:
                 tensors=[activation.name or ""] if activation is not None else [],
                 cost=ctx.reformat_cost(before, f"{module_label(block)} runs {runs}"),
             )
-        elif not ref.quantized and quantized_model:
+        elif not ref.quantized and quantized_model and not _int8_would_not_pay(
+                ctx, layer, activation):
             yield ctx.finding("QDQ102", f"{where} is not quantized", nodes=[node_label(node)],
                               cost=f"runs {runs} inside a quantized model")
+
+
+def _int8_would_not_pay(ctx: LintContext, layer: EngineLayer | None,
+                        activation: ir.Value | None) -> bool:
+    """The exception of QDQ102 (module docstring, rule 2)."""
+    from qdqkit.trt.gpus import DEFAULT_GPU
+    from qdqkit.trt.placement.costs import int8_saving, reformat_time
+
+    if layer is None or activation is None or not layer.inputs:
+        return False
+    producer = ctx.prediction.producer_layer(activation)
+    if producer is not None:
+        cost = ctx.prediction.cost_of(producer)
+        if producer.is_reformat or (cost is not None and cost.int8_compute):
+            return False  # a Q on an INT8 layer's output fuses into it: nothing to weigh
+    gpu = ctx.latency.gpu if ctx.latency is not None else DEFAULT_GPU
+    tensor = next((t for t in layer.inputs if t.name == activation.name), layer.inputs[0])
+    return int8_saving(layer, gpu) <= reformat_time(tensor, gpu)

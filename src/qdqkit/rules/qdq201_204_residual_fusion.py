@@ -1,10 +1,11 @@
 """QDQ201, QDQ204: the skip input of a residual Add fused into an INT8 conv (C3, C4, D4).
 
-1. QDQ201: the skip input is float, so the fused block writes float and the next Q cannot fuse.
+1. QDQ201: the skip input is float, so the fused block writes float and the next Q cannot fuse
+   (a Reformat reads the block). With no Q after the block its float output costs nothing.
 2. QDQ204: the skip input is INT8 but nothing after the block is quantized, so it is dequantized
    by a standalone Reformat.
 A float conv is skipped: its skip input costs nothing more (QDQ101/QDQ102 say why). One check:
-both read the predicted layer of the same fused block.
+both read the predicted layer of the same fused block (``LintContext.predicted_blocks``).
 """
 
 from __future__ import annotations
@@ -35,7 +36,10 @@ RULES = (
         ),
         fixable=True,
         rule_id="C3, D4",
-        how_it_checks="A predicted conv layer fused a residual Add whose residual input is float.",
+        how_it_checks=(
+            "A predicted INT8 conv layer fused a residual Add whose residual input is float, and "
+            "a Quantize Reformat reads the layer."
+        ),
     ),
     Rule(
         code="QDQ204",
@@ -74,17 +78,16 @@ def check(ctx: LintContext) -> Iterator[Finding]:
     from qdqkit.trt.engine import Precision
 
     prediction = ctx.prediction
-    for block in prediction.blocks:
+    for found in ctx.predicted_blocks(weighted=True):
+        block, layer = found.block, found.layer
         add, residual = block.residual_add, block.residual_input
-        layer = prediction.block_layer(block)
-        if add is None or residual is None or layer is None or block.weighted is None:
+        if add is None or residual is None or not found.int8_compute:
             continue
         label = module_label(block)
-        cost = prediction.cost_of(layer)
-        if cost is None or not cost.int8_compute:
-            continue
         if prediction.int8_of(residual) is None:
             after = prediction.reformats_reading(layer)
+            if not after:
+                continue  # nothing after the block wants INT8: its float output costs nothing
             yield ctx.reformat_finding(
                 "QDQ201", f"Add '{node_label(add)}': skip input '{residual.name}' is float",
                 add, after, tensors=[residual.name or ""],

@@ -1,7 +1,8 @@
 """QDQ202, QDQ203: the two computed inputs of an Add (C3, C5, C6, B4).
 
 1. QDQ202: an Add that does not fuse into a conv, whose input from a conv chain goes through Q/DQ:
-   the conv writes INT8 and the Add runs as its own layer.
+   the conv writes INT8 and the Add runs as its own layer. A Q/DQ the Add shares with other
+   readers of the conv output is not reported: that output is needed apart anyway (B7).
 2. QDQ203: both inputs come through DQ with different per-tensor scales.
 One check: both look at the same DQs in front of each Add.
 """
@@ -83,9 +84,11 @@ def check(ctx: LintContext) -> Iterator[Finding]:
             continue
         dqs = [ctx.dq_of(v) for v in data]
         if node not in owners:
-            for dq in dqs:
+            for value, dq in zip(data, dqs, strict=True):
                 q = ctx.view.quantize_of(dq) if dq is not None else None
-                source = q.inputs[0] if q is not None else None
+                if q is None or _shared(value) or _shared(q.outputs[0]):
+                    continue  # one Q/DQ shared by several readers: no fusion was possible (B7)
+                source = q.inputs[0]
                 root = chain_root(facts, source, through_qdq=True) if source is not None else None
                 if q is None or dq is None or root is None or source is None:
                     continue
@@ -107,3 +110,7 @@ def check(ctx: LintContext) -> Iterator[Finding]:
                 tensors=[v.name or "" for v in data],
                 cost="a rescale inside the INT8 Add, or no INT8 Add at all",
             )
+
+
+def _shared(value: ir.Value) -> bool:
+    return len(list(value.uses())) > 1 or value.is_graph_output()

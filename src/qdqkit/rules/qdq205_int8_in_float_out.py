@@ -46,27 +46,19 @@ def fix(finding: Finding, model: ir.Model) -> bool:
 
 
 def check(ctx: LintContext) -> Iterator[Finding]:
-    from qdqkit.core.qdq import is_dequantize, node_label
-    from qdqkit.trt.engine import LayerKind, Precision
-    from qdqkit.trt.predict.ops import is_plugin
+    from qdqkit.core.qdq import node_label
+    from qdqkit.trt.engine import LayerKind
 
-    prediction = ctx.prediction
-    for block in prediction.blocks:
-        layer = prediction.block_layer(block)
-        anchor = block.anchor
-        if layer is None or block.weighted is not None or is_plugin(anchor):
+    for found in ctx.predicted_blocks(weighted=False):
+        layer, anchor = found.layer, found.anchor
+        if found.int8_compute or layer.kind == LayerKind.CONCATENATION:
             continue
-        if layer.precision == Precision.INT8 or layer.kind == LayerKind.CONCATENATION:
-            continue
-        dqs = [
-            d for v in prediction.external_inputs(block)
-            if prediction.int8_of(v) is not None
-            and (d := v.producer()) is not None and is_dequantize(d)
-        ]
+        dqs = ctx.dequantized_inputs(found.block)
         if not dqs:
             continue
         yield ctx.finding(
             "QDQ205", f"{anchor.op_type} '{node_label(anchor)}' reads INT8 but its output is not "
-            "quantized", nodes=[node_label(n) for n in block.nodes] + [node_label(d) for d in dqs],
+            "quantized",
+            nodes=[node_label(n) for n in found.block.nodes] + [node_label(d) for d in dqs],
             cost=ctx.reformat_cost(ctx.reformats_of(dqs), f"'{layer.name}' runs {layer.precision}"),
         )

@@ -1,4 +1,7 @@
-"""QDQ304: an averaging pool predicted float while its producer or its reader is INT8 (C9).
+"""QDQ304: an averaging pool predicted float between an INT8 producer and an INT8 reader (C9).
+
+A ReduceMean is a pool only over the spatial axes (2 and up) of an NCHW-like tensor, and never
+as a normalization's statistic (a LayerNorm's mean over the last axis of tokens is not a pool).
 
 Averaging pools do not commute with Q/DQ: without DQ before and Q after they run float with a
 Reformat on each side.
@@ -30,8 +33,9 @@ RULES = (
         fixable=True,
         rule_id="C9",
         how_it_checks=(
-            "A predicted averaging-pool layer runs float while its producer or its reader is "
-            "INT8."
+            "A predicted averaging-pool layer (AveragePool, GlobalAveragePool, a ReduceMean over "
+            "spatial axes that is no normalization statistic) runs float while its producer "
+            "computes INT8 and its reader wants INT8."
         ),
     ),
 )
@@ -47,24 +51,15 @@ def fix(finding: Finding, model: ir.Model) -> bool:
 
 def check(ctx: LintContext) -> Iterator[Finding]:
     from qdqkit.core.qdq import node_label
-    from qdqkit.trt.engine import Precision
-    from qdqkit.trt.predict.ops import AVERAGING_POOLS
 
     prediction = ctx.prediction
-    for block in prediction.blocks:
-        anchor = block.anchor
-        layer = prediction.block_layer(block)
+    for found in ctx.predicted_blocks(weighted=False):
+        anchor, layer = found.anchor, found.layer
         source = anchor.inputs[0] if anchor.inputs else None
-        if anchor.op_type not in AVERAGING_POOLS or layer is None or source is None:
+        if found.int8_compute or source is None or not ctx.is_spatial_pool(anchor):
             continue
-        if layer.precision == Precision.INT8 or prediction.int8_of(source) is not None:
-            continue
-        producer = prediction.producer_layer(source)
-        producer_cost = prediction.cost_of(producer) if producer is not None else None
-        int8_before = producer_cost is not None and producer_cost.int8_compute
-        int8_after = prediction.wanted_scale(anchor.outputs[0]) is not None
-        if not (int8_before or int8_after):
-            continue
+        if prediction.int8_of(source) is not None or not all(ctx.int8_around(source, anchor)):
+            continue  # with float on one side, the float pool costs no Reformat
         after = prediction.reformats_reading(layer)
         yield ctx.reformat_finding(
             "QDQ304", f"{anchor.op_type} '{node_label(anchor)}' is not quantized between INT8 "

@@ -4,9 +4,11 @@ Runs last: it receives every other finding and reports only the predicted Q/DQ R
 them names, so each Reformat is explained once, by its most specific rule.
 
 Not reported: the Q in front of weighted ops that run INT8, read by nothing else, whose producer
-computes math INT8 cannot carry (Tanh, Erf, Exp...; C17). The ops need that Q (D1) and nothing
-before it can absorb it, like a network input's (B8): the placement policy places it there on
-purpose, weighing the Reformat against the ops' INT8 (C15, C20), so no placement removes it.
+computes math INT8 cannot carry (Tanh, Erf, Exp...; C17), directly or through single-reader
+copies (Reshape, Transpose: TensorRT moves the Q back onto that math, B1, B3). The ops need that
+Q (D1) and nothing before it can absorb it, like a network input's (B8): the placement policy
+places it there on purpose, weighing the Reformat against the ops' INT8 (C15, C20, E1), so no
+placement removes it.
 """
 
 from __future__ import annotations
@@ -73,10 +75,18 @@ def _weighted_input_after_float_math(ctx: LintContext, q: ir.Node) -> bool:
     from qdqkit.core.qdq import is_dequantize
     from qdqkit.trt.engine import Precision
     from qdqkit.trt.placement import precision_sensitive
+    from qdqkit.trt.predict.ops import DATA_MOVEMENT
 
     facts = ctx.prediction.facts
     x = q.inputs[0]
     producer = x.producer() if x is not None else None
+    for _ in range(8):  # TensorRT moves a Q back across copies (B1, B3): judge what they copy
+        if producer is None or producer.op_type not in DATA_MOVEMENT or not producer.inputs:
+            break
+        source = producer.inputs[0]
+        if source is None or len(list(source.uses())) != 1:
+            break
+        producer = source.producer()
     block = ctx.prediction.block_of(producer) if producer is not None else None
     if block is None or not any(precision_sensitive(facts, n) for n in block.nodes):
         return False

@@ -1,10 +1,12 @@
-"""The one Q/DQ placement policy: where TensorRT wants Q/DQ in a float model (``policy``).
+"""The one Q/DQ placement policy: where TensorRT wants Q/DQ in a float model (``policy``), and
+which points that cannot fuse pay for their Reformats in the predicted engine (``costs``).
 
 ``quantize`` places Q/DQ with it and ``fix`` re-places them; the predictor judges the result.
 """
 
 from __future__ import annotations
 
+from qdqkit.trt.placement.costs import Unpaid, unpaid_points
 from qdqkit.trt.placement.policy import (
     Placement,
     QuantPoint,
@@ -14,5 +16,5 @@ from qdqkit.trt.placement.policy import (
     precision_sensitive,
 )
 
-__all__ = ["Placement", "QuantPoint", "WeightedDecision", "matches", "plan_placement",
-           "precision_sensitive"]
+__all__ = ["Placement", "QuantPoint", "Unpaid", "WeightedDecision", "matches", "plan_placement",
+           "precision_sensitive", "unpaid_points"]

@@ -8,7 +8,8 @@
    conv takes the Q/DQ before it (C12). Nothing goes on a weighted op's output or inside its
    BN/activation/SiLU epilogue (D2, C2, C7).
 2. A residual Add that fuses into a quantized conv gets Q/DQ on its skip input only (C3, C5),
-   with the predictor's own choice of which input is the skip.
+   with the predictor's own choice of which input is the skip, when the fused block's output is
+   read in INT8; otherwise the skip stays float too (C4: its DQ would be a Reformat of its own).
 3. Walking the graph backwards: an op that commutes with Q/DQ (MaxPool, Concat, nearest Resize,
    copies; B3) whose outputs are all read in INT8 passes INT8 through, and its inputs join its
    output's scale group: one scale for the whole Concat/SPPF/MaxPool family, calibrated on the
@@ -184,25 +185,23 @@ def plan_placement(
             if node in quantized:
                 value, reader = _activation_entry(facts, node)
                 qreaders.setdefault(value, {})[reader] = None
-        for add, (owner, skip) in facts.residual_owners.items():
-            if owner in quantized and add not in blocked:
-                qreaders.setdefault(skip, {})[add] = None
-    dedicated: set[tuple[ir.Value, ir.Node]] = set()
-    _pass_through(facts, blocked, qreaders, groups, int8_ops, dedicated)
+    residuals = {} if target == "dla" else {
+        add: skip for add, (owner, skip) in facts.residual_owners.items()
+        if owner in quantized and add not in blocked}
+    _pass_through(facts, blocked, qreaders, groups, int8_ops, residuals)
     points: list[QuantPoint] = []
     members: dict[str, dict[ir.Value, None]] = {}
     for value, readers in qreaders.items():
         root = groups.find(value)
         key = root.name or ""
+        # One Q per tensor, shared by all of its INT8 readers (B7).
         all_readers = {use.node for use in value.uses()}
-        shared = [r for r in readers if (value, r) not in dedicated]
-        covers_all = set(shared) == all_readers and not value.is_graph_output()
-        chosen = None if covers_all else tuple(sorted(shared, key=lambda n: facts.order[n]))
+        covers_all = set(readers) == all_readers and not value.is_graph_output()
+        chosen = None if covers_all else tuple(sorted(readers, key=lambda n: facts.order[n]))
         if target == "dla" and value.is_graph_output() and set(readers) == all_readers:
             chosen = None  # DLA: the network output carries a scale too
         if chosen is None or chosen:
             points.append(QuantPoint(value, chosen, key))
-        points.extend(QuantPoint(value, (r,), key) for r in readers if (value, r) in dedicated)
         members.setdefault(key, {})[value] = None
     for value in groups.parent:
         root = groups.find(value)
@@ -334,16 +333,21 @@ def _pass_through(
     qreaders: dict[ir.Value, dict[ir.Node, None]],
     groups: _Groups,
     int8_ops: list[ir.Node],
-    dedicated: set[tuple[ir.Value, ir.Node]],
+    residuals: Mapping[ir.Node, ir.Value],
 ) -> None:
-    """Step 3 of the module docstring, in reverse topological order (readers decided first).
-
-    A conv output read by an INT8 Add besides other INT8 readers gets a Q/DQ of its own for that
-    Add (same scale): with one shared Q the predictor would take the Add for a residual the conv
-    should fuse (QDQ202), which it cannot with several readers.
+    """Steps 2 and 3 of the module docstring, in reverse topological order (readers decided
+    first). A residual Add's skip input is quantized only when the fused block's output is read in
+    INT8: otherwise the skip's DQ is a Reformat of its own and the block writes float anyway (C4).
     """
     passing: dict[ir.Value, set[ir.Node]] = {}
-    pointwise_last = _int8_pointwise_blocks(facts, blocked)
+    blocks, block_of = form_blocks(facts)
+    pointwise_last = _int8_pointwise_blocks(facts, blocked, blocks, block_of)
+
+    def wanted_in_int8(value: ir.Value) -> bool:
+        readers = {use.node for use in value.uses()}
+        int8 = set(qreaders.get(value, ())) | passing.get(value, set())
+        meaningful = {r for r in readers if r.op_type not in SHAPE_OPS}
+        return (not value.is_graph_output()) and bool(meaningful) and meaningful <= int8
 
     def read_in_int8(value: ir.Value) -> bool:
         if value.is_graph_output():
@@ -358,6 +362,9 @@ def _pass_through(
         return True
 
     for node in reversed(list(facts.graph)):
+        skip = residuals.get(node)
+        if skip is not None and wanted_in_int8(block_of[node].output):
+            qreaders.setdefault(skip, {})[node] = None
         if node in blocked or node in facts.folded_nodes or not is_default_domain(node):
             continue
         outputs = [v for v in node.outputs if v is not None]
@@ -392,8 +399,6 @@ def _pass_through(
                             and v.producer() not in inside]
                 for value in external:
                     qreaders.setdefault(value, {})[member] = None
-                    if member.op_type == "Add" and len(external) == 2 and _conv_fed(facts, value):
-                        dedicated.add((value, member))
                 if member.op_type in ("Add", "Sub") and len(external) == 2:
                     groups.union(external[0], external[1])  # one scale for both (C6, B4)
             int8_ops.extend(reversed(block.nodes))
@@ -406,7 +411,8 @@ def _pass_through(
     int8_ops.reverse()
 
 
-def _int8_pointwise_blocks(facts: GraphFacts, blocked: Mapping[ir.Node, str]
+def _int8_pointwise_blocks(facts: GraphFacts, blocked: Mapping[ir.Node, str],
+                           blocks: list[Block], block_of: Mapping[ir.Node, Block]
                            ) -> dict[ir.Node, Block]:
     """Pointwise blocks (as TensorRT fuses them) that may run INT8, keyed by their last node.
 
@@ -414,7 +420,6 @@ def _int8_pointwise_blocks(facts: GraphFacts, blocked: Mapping[ir.Node, str]
     powers, divisions by computed values: GELU, LayerNorm, softmax pieces; C17), and blocks with
     an Add that reads a conv chain, which TensorRT would otherwise fuse (QDQ202; C3, C6).
     """
-    blocks, block_of = form_blocks(facts)
     sensitive = {b for b in blocks if any(precision_sensitive(facts, n) for n in b.nodes)}
     found: dict[ir.Node, Block] = {}
     for block in blocks:

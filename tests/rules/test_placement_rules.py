@@ -1,0 +1,107 @@
+"""Lint rules that judged real placements wrongly: each fix has a trigger and its clean twin.
+
+Decomposed LayerNorm means are no pools (QDQ304); a float skip costs nothing when nothing after the
+block is INT8 (QDQ201); a Q/DQ shared by several readers breaks no residual fusion (QDQ202, B7); a
+weighted op kept float because INT8 would not pay for its Q is not reported (QDQ102); a Q after
+float math through copies is the ops' own Reformat (QDQ407).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from qdqkit.examples.graph import GraphBuilder
+from qdqkit.linting import lint
+
+
+def _codes(g: GraphBuilder, trt: str = "8.6") -> set[str]:
+    return set(lint(g.ir(), trt=trt).codes())
+
+
+def _linear(g: GraphBuilder, x: str, cin: int, cout: int) -> str:
+    w = g.rng.normal(0, 1 / np.sqrt(cin), (cin, cout)).astype(np.float32)
+    return g.node("MatMul", [g.qdq(x, 0.05), g.qdq(g.const(w), float(np.abs(w).max() / 127))])
+
+
+def _mean_between_int8(layernorm: bool) -> GraphBuilder:
+    """INT8 layer -> ReduceMean -> INT8 layer: a LayerNorm over tokens, or a spatial pool."""
+    g = GraphBuilder()
+    if layernorm:
+        y = _linear(g, g.input("x", [1, 16, 32]), 32, 32)  # tokens [1, T, C]
+        mean = g.node("ReduceMean", [y], axes=[-1])
+        centered = g.node("Sub", [y, mean])
+        var = g.node("ReduceMean", [g.node("Pow", [centered, g.const(np.float32(2))])], axes=[-1])
+        normed = g.node("Div", [centered, g.node("Sqrt", [g.node("Add", [
+            var, g.const(np.float32(1e-5))])])])
+        g.output(_linear(g, normed, 32, 32))
+    else:
+        y = g.node("Relu", [g.conv(g.qdq(g.input("x", [1, 32, 8, 8])), 32, 32, name="conv")])
+        pooled = g.node("ReduceMean", [y], axes=[2, 3], name="pool")
+        g.output(g.conv(g.qdq(pooled, 0.2), 32, 32, 1, name="next"))
+    return g
+
+
+def test_a_spatial_mean_is_a_pool_and_a_layernorm_mean_is_not() -> None:
+    assert "QDQ304" in _codes(_mean_between_int8(layernorm=False))
+    assert "QDQ304" not in _codes(_mean_between_int8(layernorm=True))
+
+
+def _float_skip(next_int8: bool) -> GraphBuilder:
+    g = GraphBuilder()
+    x = g.qdq(g.input("x", [1, 32, 8, 8]), 0.1)
+    y = g.bn(g.conv(x, 32, 32, name="conv"), 32)
+    out = g.node("Relu", [g.node("Add", [y, "x"], name="add")], name="relu")
+    g.output(g.conv(g.qdq(out, 0.2), 32, 32, name="next") if next_int8 else out)
+    return g
+
+
+def test_a_float_skip_is_reported_only_where_an_int8_reader_pays_for_it() -> None:
+    assert "QDQ201" in _codes(_float_skip(next_int8=True))
+    assert "QDQ201" not in _codes(_float_skip(next_int8=False))
+
+
+def _add_reading_a_conv_through_qdq(shared: bool) -> GraphBuilder:
+    """Add(DQ(Q(conv1)), DQ(Q(x))): that conv1 Q/DQ read by the Add alone (the Add should have
+    fused into conv1), or shared with conv2 (conv1's output is needed apart anyway)."""
+    g = GraphBuilder()
+    x = g.qdq(g.input("x", [1, 32, 8, 8]), 0.1, name="in")
+    dq = g.qdq(g.node("Relu", [g.conv(x, 32, 32, name="c1")]), 0.2, name="c1_out")
+    out = g.node("Relu", [g.node("Add", [dq, g.qdq("x", 0.1, name="skip")], name="add")])
+    g.output(g.conv(g.qdq(out, 0.3), 32, 32, name="next"))
+    if shared:
+        g.output(g.conv(dq, 32, 32, name="c2"))
+    return g
+
+
+def test_a_qdq_shared_with_other_readers_breaks_no_residual_fusion() -> None:
+    assert "QDQ202" in _codes(_add_reading_a_conv_through_qdq(shared=False))
+    assert "QDQ202" not in _codes(_add_reading_a_conv_through_qdq(shared=True))
+
+
+def _float_conv(after: str) -> GraphBuilder:
+    """A float conv in a quantized model, fed by an INT8 conv's Relu or by a float Softmax."""
+    g = GraphBuilder()
+    y = g.conv(g.qdq(g.input("x", [1, 32, 8, 8])), 32, 32, name="conv")
+    activation = g.node(after, [y], **({"axis": 1} if after == "Softmax" else {}))
+    g.output(g.conv(activation, 32, 32, weight="float", name="float_conv"))
+    return g
+
+
+def test_a_float_conv_is_reported_unless_int8_would_not_pay_for_its_q() -> None:
+    assert "QDQ102" in _codes(_float_conv("Relu"))  # its Q would fuse into the INT8 conv
+    assert "QDQ102" not in _codes(_float_conv("Softmax"))  # 0.6 M MACs after float math
+
+
+def _q_through_copies(producer: str) -> GraphBuilder:
+    g = GraphBuilder()
+    y = g.conv(g.qdq(g.input("x", [1, 32, 8, 8])), 32, 32, name="conv")
+    copied = g.node("Transpose", [g.node("Reshape", [g.node(producer, [y]), g.const(
+        np.array([1, 32, 8, 8], np.int64))])], perm=[0, 1, 3, 2])
+    out = g.node("Relu", [g.conv(g.qdq(copied, 0.3, name="after_copy"), 32, 32, name="next")])
+    g.output(g.conv(g.qdq(out, 0.3), 32, 32, name="last"))
+    return g
+
+
+def test_a_q_after_float_math_through_copies_is_not_stray() -> None:
+    assert "QDQ407" in _codes(_q_through_copies("Abs"))
+    assert "QDQ407" not in _codes(_q_through_copies("Erf"))
