@@ -94,7 +94,7 @@ def render(result: Any) -> str:
     clipped = sum(1 for t in result.tensors if t.clipped_fraction > 0.01)
     methods = ", ".join(f"{m} {n}" for m, n in picked.most_common())
     weighted = result.weighted
-    total = sum(w.macs or 0 for w in weighted)
+    total = result.engine.total_macs or sum(w.macs or 0 for w in weighted)
     share = result.int8_mac_share
     engine = result.engine
     by_precision = ", ".join(f"{p} {n}" for p, n in engine.layers_by_precision.items())

@@ -58,6 +58,10 @@ class QuantizeResult:
 
     @property
     def int8_mac_share(self) -> float | None:
+        """INT8 share of MACs in the predicted engine, at the calibration data's input shapes;
+        from the weighted ops' MACs at the declared shapes when the engine has no MAC count."""
+        if self.engine.int8_mac_share is not None:
+            return self.engine.int8_mac_share
         total = sum(w.macs or 0 for w in self.weighted)
         int8 = sum(w.macs or 0 for w in self.weighted if w.quantized)
         return int8 / total if total else None
