@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 
 import onnx
@@ -75,7 +76,7 @@ def upgrade_opset(proto: onnx.ModelProto, where: str, minimum: int = MIN_OPSET) 
 
 
 _STRIPPED = "qdqkit-weight-bytes-held-aside"  # a location no file has: marks a stripped weight
-_STRIP_MIN_BYTES = 1024
+_STRIP_MIN_ELEMENTS = 256  # smaller tensors cost the converter nothing
 
 
 def _without_weight_bytes(
@@ -91,7 +92,7 @@ def _without_weight_bytes(
     for tensor in stripped.graph.initializer:
         if (tensor.name in originals and tensor.name not in weights
                 and tensor.data_location != onnx.TensorProto.EXTERNAL
-                and tensor.HasField("raw_data") and tensor.ByteSize() >= _STRIP_MIN_BYTES):
+                and tensor.HasField("raw_data") and math.prod(tensor.dims) >= _STRIP_MIN_ELEMENTS):
             weights[tensor.name] = originals[tensor.name]
             tensor.ClearField("raw_data")
             tensor.data_location = onnx.TensorProto.EXTERNAL
