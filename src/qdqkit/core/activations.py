@@ -8,8 +8,14 @@
    they would produce are reported in ``skipped`` and everything else is still observed. With a
    numpy forward for such an op (``forwards``), the model runs in stages around it instead
    (``core.host_ops``).
-3. The session is the one numerics runner's (CPU, graph optimizations off, so no tensor is fused
-   away). Each batch's tensors are yielded and then dropped: memory holds one batch.
+3. The session is the numerics runner's with onnxruntime's float optimizations on, as a plain
+   inference session has them (fusions, NCHWc layouts; never Q/DQ rewrites or fp16 Cast removal):
+   an observed tensor is a graph output, which onnxruntime keeps, so only fusions through the
+   tensors nobody asked for happen, and the values are the float model's up to rounding. A
+   requested tensor missing from the session's outputs is an error, never a silent gap. Its
+   worker threads do not spin between operators, so a caller folding the previous batch into
+   statistics meanwhile (``quantization.calibrate``) gets the idle core. Each batch's tensors
+   are yielded and then dropped: memory holds one batch.
 """
 
 from __future__ import annotations
@@ -123,11 +129,20 @@ class ActivationRunner:
         """A session for ``model``; one too large for a protobuf message is saved with its weights
         beside it in a private folder, which onnxruntime then reads by path."""
         if model_size_bytes(model) < PROTOBUF_LIMIT_BYTES:
-            return make_session(model, threads=threads)
-        self._folder = tempfile.TemporaryDirectory(prefix="qdqkit-calibration-")
-        path = Path(self._folder.name) / "model.onnx"
-        ir.save(model, path, external_data="model.onnx.data")
-        return make_session(path, threads=threads)
+            session = make_session(model, threads=threads, optimize=True, layout=True,
+                                   spin=False)
+        else:
+            self._folder = tempfile.TemporaryDirectory(prefix="qdqkit-calibration-")
+            path = Path(self._folder.name) / "model.onnx"
+            ir.save(model, path, external_data="model.onnx.data")
+            session = make_session(path, threads=threads, optimize=True, layout=True,
+                                   spin=False)
+        outputs = {o.name for o in session.get_outputs()}
+        lost = [name for name in self.observed if name not in outputs]
+        if lost:
+            raise QdqkitError(f"onnxruntime's optimizations removed the observed tensor '{lost[0]}'"
+                              "; calibration cannot see it (please report the model)")
+        return session
 
     def run(
         self, batches: Iterable[Mapping[str, np.ndarray]]

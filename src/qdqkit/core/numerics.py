@@ -48,7 +48,7 @@ _KEEP_CASTS = ["RemoveDuplicateCastTransformer", "CastElimination", "CastFloat16
 
 def make_session(
     model: ir.Model | bytes | str | os.PathLike[str], *, threads: int = 0,
-    optimize: bool = False, spin: bool = True,
+    optimize: bool = False, spin: bool = True, layout: bool = False,
 ) -> Any:
     """An onnxruntime CPU session with every graph optimization disabled, or float-only ones.
 
@@ -61,7 +61,9 @@ def make_session(
     (fp16 graphs are upcast first, see ``core.upcast``) and only when both sides of a
     comparison run with it, so they share kernels. ``spin=False`` stops idle worker threads from
     spinning between operators: for a few long runs on a shared machine it saves CPU time and,
-    when other work competes for the cores, wall time too.
+    when other work competes for the cores, wall time too. ``layout`` (with ``optimize``) adds
+    the layout optimizations (NCHWc convolutions), as a default session has them: for float runs
+    whose values are observed, not compared with another session's.
     """
     import onnxruntime as ort
 
@@ -73,6 +75,8 @@ def make_session(
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
         options.add_session_config_entry("session.disable_quant_qdq", "1")
         disabled = _KEEP_CASTS
+        if layout:
+            options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     if not spin:
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     if threads:

@@ -5,13 +5,16 @@
    first; ``lint`` and ``fix`` are the tools for it.
 2. An opset below 13 (per-channel Q/DQ needs 13) is converted with ``onnx.version_converter``;
    when the converter cannot, the model is refused naming the operator that blocks it. The
-   version field is never just rewritten: the ops' semantics change between opsets.
+   version field is never just rewritten: the ops' semantics change between opsets. The converter
+   sees the model without its weights' bytes (they are put back after): it never reads them, and
+   copying a large model's weights into and out of it is most of its cost.
 3. Nodes onnxruntime cannot run (TensorRT plugins, custom domains) and everything downstream of
    them cannot be calibrated: they are listed with the reason and stay float, untouched.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 
 import onnx
@@ -57,8 +60,9 @@ def upgrade_opset(proto: onnx.ModelProto, where: str, minimum: int = MIN_OPSET) 
         return proto
     from onnx import version_converter
 
+    stripped, weights = _without_weight_bytes(proto)
     try:
-        converted = version_converter.convert_version(proto, minimum)
+        converted = version_converter.convert_version(stripped, minimum)
     except Exception as exc:  # the converter raises bare RuntimeErrors and ValueErrors
         message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         blocking = _blocking_op(proto, message)
@@ -68,6 +72,7 @@ def upgrade_opset(proto: onnx.ModelProto, where: str, minimum: int = MIN_OPSET) 
             f"{where}: opset {version} cannot be converted to {minimum}: {reason}; re-export the "
             f"model at opset {minimum} or later"
         ) from None
+    _restore_weight_bytes(converted, weights)
     return converted
 
 
@@ -76,6 +81,37 @@ def _converter_reason(message: str) -> str:
     if "failed:" in message:
         message = message.split("failed:", 1)[1]
     return message.strip() or "the converter failed"
+
+
+_STRIPPED = "qdqkit-weight-bytes-held-aside"  # a location no file has: marks a stripped weight
+_STRIP_MIN_ELEMENTS = 256  # smaller tensors cost the converter nothing
+
+
+def _without_weight_bytes(
+    proto: onnx.ModelProto,
+) -> tuple[onnx.ModelProto, dict[str, onnx.TensorProto]]:
+    """A copy of ``proto`` whose large initializers are external references to nowhere, and the
+    original initializers by name. Graph, shapes and types are unchanged, so conversion is too.
+    (Protobuf-level copies only: reading ``raw_data`` into Python would copy every weight.)"""
+    stripped = onnx.ModelProto()
+    stripped.CopyFrom(proto)
+    originals = {t.name: t for t in proto.graph.initializer if t.name}
+    weights: dict[str, onnx.TensorProto] = {}
+    for tensor in stripped.graph.initializer:
+        if (tensor.name in originals and tensor.name not in weights
+                and tensor.data_location != onnx.TensorProto.EXTERNAL
+                and tensor.HasField("raw_data") and math.prod(tensor.dims) >= _STRIP_MIN_ELEMENTS):
+            weights[tensor.name] = originals[tensor.name]
+            tensor.ClearField("raw_data")
+            tensor.data_location = onnx.TensorProto.EXTERNAL
+            tensor.external_data.add(key="location", value=_STRIPPED)
+    return stripped, weights
+
+
+def _restore_weight_bytes(proto: onnx.ModelProto, weights: dict[str, onnx.TensorProto]) -> None:
+    for tensor in proto.graph.initializer:
+        if any(e.key == "location" and e.value == _STRIPPED for e in tensor.external_data):
+            tensor.CopyFrom(weights[tensor.name])
 
 
 def _blocking_op(proto: onnx.ModelProto, message: str) -> str:
