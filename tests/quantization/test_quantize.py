@@ -389,3 +389,32 @@ def test_a_cast_network_input_is_quantized_before_its_cast() -> None:
     assert linted.errors == 0 and "QDQ407" not in linted.codes()
     assert linted.summary.qdq_reformats == 1  # the input's own Q only
     assert _snr_db(g, model, calibration_batches(g, 2, seed=3)) > 25.0
+
+
+def test_ops_kept_float_on_purpose_are_recorded_and_lint_does_not_report_them() -> None:
+    """An excluded conv is a decision, not a forgotten op: quantize records it in the model and
+    lint honours the record (QDQ102); without the record, lint reports the op as it would any."""
+    from qdqkit.core.kept_float import KEY, kept_float
+    from qdqkit.linting import lint
+
+    builder = resnet(size=64)
+    plain = quantize(builder.proto(), calibration_batches(builder, 2), keep_unpaid=True)
+    assert plain.model is not None
+    middle = [w.node for w in plain.weighted if w.quantized][2]
+    result = quantize(builder.proto(), calibration_batches(builder, 2), keep_unpaid=True,
+                      exclude=[middle])
+    assert result.model is not None
+    assert middle in kept_float(result.model)
+    assert "QDQ102" not in lint(result.model, trt="11").codes()
+    del result.model.metadata_props[KEY]
+    assert "QDQ102" in lint(result.model, trt="11").codes()
+
+
+def test_random_data_says_which_symbolic_dimensions_it_guessed() -> None:
+    builder = GraphBuilder("wide", seed=0)
+    x = builder.input("x", [1, 3, 16, "width"])
+    builder.output(builder.conv(x, 3, 32, weight="float"))
+    guessed = quantize(builder.proto(), "random", calib_limit=1)
+    assert any("'x'[3] width = 32" in w and "--shapes" in w for w in guessed.warnings)
+    given = quantize(builder.proto(), "random", calib_limit=1, shapes={"x": [1, 3, 16, 64]})
+    assert not any("guessed" in w for w in given.warnings)

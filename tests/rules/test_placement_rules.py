@@ -92,6 +92,17 @@ def test_a_float_conv_is_reported_unless_int8_would_not_pay_for_its_q() -> None:
     assert "QDQ102" not in _codes(_float_conv("Softmax"))  # 0.6 M MACs after float math
 
 
+def test_a_float_conv_after_an_int8_conv_with_a_float_residual_is_not_reported() -> None:
+    """The INT8 conv fused a float skip input, so it writes float (C3): the float conv's Q would
+    be a Reformat of its own, which its 0.6 M MACs do not pay for (unlike after a plain INT8
+    conv, where the Q fuses: ``_float_conv("Relu")`` above)."""
+    g = GraphBuilder()
+    x = g.input("x", [1, 32, 8, 8])
+    added = g.node("Add", [g.conv(g.qdq(x, 0.1, name="in"), 32, 32, name="conv"), x])
+    g.output(g.conv(added, 32, 32, weight="float", name="float_conv"))
+    assert "QDQ102" not in _codes(g)
+
+
 def _q_through_copies(producer: str) -> GraphBuilder:
     g = GraphBuilder()
     y = g.conv(g.qdq(g.input("x", [1, 32, 8, 8])), 32, 32, name="conv")

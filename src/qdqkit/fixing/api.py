@@ -28,6 +28,7 @@ from qdqkit.core.atomic import output_set
 from qdqkit.core.data import DataRequest, DataSource
 from qdqkit.core.errors import QdqkitError
 from qdqkit.core.gc_pause import paused_cyclic_gc
+from qdqkit.core.kept_float import kept_float
 from qdqkit.core.model_io import load_model, stage_model
 from qdqkit.core.qdq import QdqView, node_label
 from qdqkit.fixing.result import EngineFigures, FixAction, FixResult, Unfixed
@@ -175,8 +176,8 @@ def _check(model: ir.Model, trt: str, target: str, before: RoundTypes | None = N
     inference runs once, not once per round. And the model's Q/DQ view, until it changes."""
     types = before.after_round(model) if before is not None else None
     prediction = run_prediction(model, trt=trt, target=target, types=types)
-    return (check_prediction(prediction, ""), RoundTypes.of(model, prediction.facts.types),
-            prediction.facts.view)
+    return (check_prediction(prediction, "", kept=kept_float(model)),
+            RoundTypes.of(model, prediction.facts.types), prediction.facts.view)
 
 
 def _external(model: ir.Model) -> bool:

@@ -9,11 +9,13 @@ also diffs the predicted engine against the real one and lists where they disagr
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 
 import onnx_ir as ir
 
 from qdqkit.core.gc_pause import paused_cyclic_gc
+from qdqkit.core.kept_float import kept_float
 from qdqkit.core.model_io import load_model
 from qdqkit.linting.catalog import RULES, Severity
 from qdqkit.linting.result import EngineComparison, EngineSummary, LintResult, RuleGroup
@@ -84,14 +86,16 @@ def _predict_and_check(model: ir.Model | str | os.PathLike[str], name: str, trt:
     if not isinstance(model, ir.Model):
         prediction.engine.metadata["model"] = os.fspath(model)
     latency = compare_latency(loaded, prediction.engine, prediction.trt, device)
-    return check_prediction(prediction, name, latency)
+    return check_prediction(prediction, name, latency, kept_float(loaded))
 
 
 def check_prediction(prediction: Prediction, name: str,
-                     latency: LatencyComparison | None = None) -> LintResult:
+                     latency: LatencyComparison | None = None,
+                     kept: Mapping[str, str] | None = None) -> LintResult:
     """Every model rule over ``prediction``, grouped by rule, with the engine summary; without
-    ``latency`` the rules reading the latency comparison find nothing."""
-    ctx = LintContext(prediction, latency)
+    ``latency`` the rules reading the latency comparison find nothing; ``kept`` are the weighted
+    ops the model records as kept float on purpose (``core.kept_float``)."""
+    ctx = LintContext(prediction, latency, dict(kept or {}))
     by_code: dict[str, list[Finding]] = {}
     for finding in run_rules(ctx):
         by_code.setdefault(finding.code, []).append(finding)

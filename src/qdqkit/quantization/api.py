@@ -26,6 +26,7 @@ from qdqkit.core.data import DataSource, open_data
 from qdqkit.core.errors import QdqkitError
 from qdqkit.core.host_ops import HostForward
 from qdqkit.core.images import Preprocess
+from qdqkit.core.kept_float import record_kept_float
 from qdqkit.core.model_io import load_model, stage_model
 from qdqkit.core.progress import Progress
 from qdqkit.core.qdq import FLOAT_TYPES, node_label
@@ -147,12 +148,21 @@ def quantize(
         per_tensor_weights=per_tensor_weights,
         fp16_ranges=calibrated.ranges if fp16 else None, trt=trt, target=target,
         shapes=judged_shapes, judge=not keep_unpaid)
+    # Only the nodes onnxruntime cannot run stay "float and untouched"; the ones settle kept
+    # float are weighted-op decisions, reported with their reasons in ``weighted``.
+    untouched = {node_label(n) for n in blocked}
     quantized, placement, blocked = settled.model, settled.placement, settled.blocked
     fp32_nodes = settled.fp32_nodes
     kept = set(placement.observed_tensors())
     if calibration_data.is_random:
         warnings.append("calibrated on random data: the scales are meaningless for accuracy; "
                         "calibrate on real samples before deploying")
+        guessed = _guessed_dims(proto) if not shapes else []
+        if guessed:
+            warnings.append(
+                f"random data guessed the symbolic dimensions {', '.join(guessed)}; which ops "
+                "gain from INT8 was judged at those shapes: give --shapes with the shapes you "
+                "deploy")
     options = {
         "method": method, "percentile": percentile, "trt": trt, "target": target,
         "high_precision": high_precision if trt == "11" else "fp16 (--fp16 builder flag)",
@@ -166,6 +176,8 @@ def quantize(
         "samples": calibrated.samples, "batches": calibrated.batches, "smoothed": smoothed,
     }
     _stamp(quantized, options, calibration)
+    record_kept_float(quantized, {node_label(d.node): d.reason for d in placement.weighted
+                                  if not d.quantized and d.reason})
     linted = lint(quantized, trt=trt, target=target, shapes=_shape_spec(judged_shapes))
     lint_warnings: dict[str, int] = {}
     for group in linted.groups:
@@ -180,7 +192,8 @@ def quantize(
         weighted=[WeightedReport(node_label(d.node), d.node.op_type, d.quantized, d.reason, d.macs)
                   for d in placement.weighted],
         int8_ops=[node_label(n) for n in placement.int8_ops],
-        float_nodes={node_label(n): why for n, why in blocked.items()},
+        float_nodes={label: why for n, why in blocked.items()
+                     if (label := node_label(n)) in untouched},
         fp32_nodes=fp32_nodes, engine=linted.summary, lint_errors=linted.errors,
         lint_warnings=lint_warnings,
         trtexec=trtexec_line(out_path or Path("model_int8.onnx"), trt, target),
@@ -273,6 +286,17 @@ def _float_tensors(model: ir.Model, types: Any) -> list[str]:
             if value.name and dtype in FLOAT_TYPES:
                 names.append(value.name)
     return names
+
+
+def _guessed_dims(proto: onnx.ModelProto) -> list[str]:
+    """Symbolic dimensions of the inputs past the batch axis, as 'input[axis] name'."""
+    constants = {t.name for t in proto.graph.initializer}
+    from qdqkit.core.data_random import RANDOM_DYNAMIC_DIM
+
+    return [f"'{value.name}'[{axis}] {dim.dim_param or '?'} = {RANDOM_DYNAMIC_DIM}"
+            for value in proto.graph.input if value.name not in constants
+            for axis, dim in enumerate(value.type.tensor_type.shape.dim)
+            if axis > 0 and not dim.HasField("dim_value")]
 
 
 def _stamp(model: ir.Model, options: dict[str, Any], calibration: dict[str, Any]) -> None:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
 from functools import cached_property
 
 import onnx_ir as ir
@@ -63,6 +63,8 @@ _SQUARES = frozenset({"Pow", "ReduceSumSquare"})
 class LintContext:
     prediction: Prediction
     latency: LatencyComparison | None = None  # predicted time as it is and built FP16
+    # weighted ops the model records as kept float on purpose, with why (core.kept_float)
+    kept_float: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def view(self) -> QdqView:

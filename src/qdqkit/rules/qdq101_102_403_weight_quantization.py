@@ -3,9 +3,12 @@
 1. QDQ101: exactly one of the activation (through DQ, usable by TensorRT) and the weight is INT8:
    the op runs float and the DQ in front of it becomes a Reformat.
 2. QDQ102: in a quantized model, a weighted op with neither side quantized runs float. Not
-   reported where INT8 would not pay: its input comes from a float layer that cannot write INT8,
-   so its Q would be a Reformat of its own, and the cost model says the op saves less in INT8
-   than that Reformat costs (E1; ``trt.placement.costs``, the rule ``quantize`` places by).
+   reported where INT8 would not pay: its input comes from a layer that cannot write INT8 (a
+   float layer, or an INT8 conv whose fused residual input is float, C3), so its Q would be a
+   Reformat of its own, and the cost model says the op saves less in INT8
+   than that Reformat costs (E1; ``trt.placement.costs``, the rule ``quantize`` places by), nor
+   where the model records the op as kept float on purpose (``core.kept_float``: ``quantize``
+   writes why, e.g. a whole INT8 region that would not pay, which one op's view cannot see).
 3. QDQ403: a quantized weight with a single scale (and more than one output channel).
 One check: all three read the same weight reference and activation of each weighted block.
 """
@@ -126,8 +129,8 @@ def check(ctx: LintContext) -> Iterator[Finding]:
                 tensors=[activation.name or ""] if activation is not None else [],
                 cost=ctx.reformat_cost(before, f"{module_label(block)} runs {runs}"),
             )
-        elif not ref.quantized and quantized_model and not _int8_would_not_pay(
-                ctx, layer, activation):
+        elif (not ref.quantized and quantized_model and node_label(node) not in ctx.kept_float
+              and not _int8_would_not_pay(ctx, layer, activation)):
             yield ctx.finding("QDQ102", f"{where} is not quantized", nodes=[node_label(node)],
                               cost=f"runs {runs} inside a quantized model")
 
@@ -143,8 +146,12 @@ def _int8_would_not_pay(ctx: LintContext, layer: EngineLayer | None,
     producer = ctx.prediction.producer_layer(activation)
     if producer is not None:
         cost = ctx.prediction.cost_of(producer)
-        if producer.is_reformat or (cost is not None and cost.int8_compute):
+        if producer.is_reformat:
+            return False
+        if (cost is not None and cost.int8_compute
+                and all(t.precision.is_quantized for t in producer.inputs)):
             return False  # a Q on an INT8 layer's output fuses into it: nothing to weigh
+        # An INT8 conv that fused a float residual input writes float (C3): its Q stands alone.
     gpu = ctx.latency.gpu if ctx.latency is not None else DEFAULT_GPU
     tensor = next((t for t in layer.inputs if t.name == activation.name), layer.inputs[0])
     return int8_saving(layer, gpu) <= reformat_time(tensor, gpu)
