@@ -55,7 +55,8 @@ def _sample_shape(spec: ModelInput, shapes: Mapping[str, Sequence[int]]) -> tupl
         else:
             dims.append(int(given[axis]) if given is not None else RANDOM_DYNAMIC_DIM)
     if not dims:
-        raise QdqkitError(f"model input '{spec.name}' is a scalar; random samples need axis 0")
+        raise QdqkitError(f"model input '{spec.name}' is a scalar, whose value random data cannot "
+                          "guess; give real data that holds it")
     return tuple(dims)
 
 

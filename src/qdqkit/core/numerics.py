@@ -69,7 +69,9 @@ def make_session(
 
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    options.log_severity_level = 3
+    # 4: fatal only. A failing run raises, and qdqkit reports it in one line of its own; the
+    # runtime's own error log would print the same failure again, in colour, before it.
+    options.log_severity_level = 4
     disabled: list[str] = []
     if optimize:
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
