@@ -26,12 +26,17 @@ class FoldBatchNormIntoConv(ir.passes.InPlacePass):
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         graph = model.graph
+        folded: list[ir.Node] = []  # removed in one Graph.remove call, not one per node
         for bn in list(graph):
             if bn.op_type == "BatchNormalization" and bn.domain in ("", "ai.onnx"):
-                self._try_fold(graph, bn)
+                self._try_fold(graph, bn, folded)
+        graph.remove(folded, safe=True)
         return ir.passes.PassResult(model, modified=bool(self.folded))
 
-    def _try_fold(self, graph: ir.Graph, bn: ir.Node) -> None:
+    def _try_fold(
+        self, graph: ir.Graph, bn: ir.Node, folded: list[ir.Node] | None = None
+    ) -> None:
+        """Fold ``bn`` if it can; the folded BN is removed now, or joins ``folded`` when given."""
         x = bn.inputs[0]
         conv = x.producer() if x is not None else None
         if conv is None or x is None or conv.op_type != "Conv" or len(bn.inputs) < 5:
@@ -87,6 +92,9 @@ class FoldBatchNormIntoConv(ir.passes.InPlacePass):
         if self.scales is not None:
             self.scales.move(y, x)
         y.replace_all_uses_with(x, replace_graph_outputs=True)
-        graph.remove(bn, safe=True)
+        if folded is None:
+            graph.remove(bn, safe=True)
+        else:
+            folded.append(bn)
         x.name = name
         self.folded.append(bn.name or name or "")
