@@ -81,6 +81,11 @@ _RAW_DTYPES: dict[int, np.dtype] = {
 }
 
 
+def tensor_array(tensor: ir.TensorProtocol) -> np.ndarray:
+    """``tensor.numpy()``, read straight from the bytes of a tensor stored as raw data."""
+    return _to_numpy(tensor)
+
+
 def _to_numpy(tensor: ir.TensorProtocol) -> np.ndarray:
     if type(tensor) is ir.serde.TensorProtoTensor:
         proto = tensor.raw

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
-from qdqkit.core.constants import constant_array
+from qdqkit.core.constants import constant_array, tensor_array
 from qdqkit.core.lazy_proto import release_mapped
 from qdqkit.passes.scales import ScaleTable
 
@@ -59,9 +59,8 @@ class FoldBatchNormIntoConv(ir.passes.InPlacePass):
         if any(p is None for p in params) or (bias_value is not None and bias is None):
             return
         gamma, beta, mean, var = (np.asarray(p, dtype=np.float64).reshape(-1) for p in params)
-        eps_attr = bn.attributes.get("epsilon")
-        eps = eps_attr.as_float() if eps_attr is not None else 1e-5
-        w = weight.numpy()
+        eps = bn.attributes["epsilon"].as_float() if "epsilon" in bn.attributes else 1e-5
+        w = tensor_array(weight)
         channels = w.shape[0]
         if any(p.size not in (1, channels) for p in (gamma, beta, mean, var)):
             return
