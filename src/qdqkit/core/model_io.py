@@ -94,6 +94,7 @@ def _load_whole(
     proto = onnx.load_model_from_string(data, format=fmt or "protobuf")
     if check is not None:
         check(proto, data if (fmt or "protobuf") == "protobuf" else None)
+    del data  # not held while the graph is built
     return ir.serde.deserialize_model(proto)
 
 
