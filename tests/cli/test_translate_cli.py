@@ -119,3 +119,28 @@ def test_the_process_entry_point_writes_what_the_api_writes_and_exits_with_its_c
                              capture_output=True, text=True, env=env)
     assert missing.returncode == 2 and missing.stderr.startswith("qdqkit: error:")
     assert not (tmp_path / "no").exists()
+
+
+@pytest.mark.parametrize("given", [None, "3"])
+def test_the_command_keeps_openblas_to_one_thread_unless_the_user_chose(
+    given: str | None, tmp_path: Path
+) -> None:
+    # translate does no linear algebra: OpenBLAS's thread pool would only spin at start-up.
+    import os
+    import subprocess
+    import sys
+
+    model = tmp_path / "m.onnx"
+    onnx.save(demo_network("modelopt"), model)
+    root = Path(__file__).resolve().parents[2]
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    env["PYTHONPATH"] = os.pathsep.join([str(root / "src"), os.environ.get("PYTHONPATH", "")])
+    if given is not None:
+        env["OPENBLAS_NUM_THREADS"] = given
+    script = ("import os, sys; from qdqkit.cli import main; "
+              "code = main(['translate', '-i', sys.argv[1], '-o', sys.argv[2]]); "
+              "print(os.environ.get('OPENBLAS_NUM_THREADS'), code)")
+    ran = subprocess.run([sys.executable, "-c", script, str(model), str(tmp_path / "out")],
+                         capture_output=True, text=True, env=env)
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.splitlines()[-1] == f"{given or '1'} 0"

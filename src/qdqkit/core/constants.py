@@ -8,6 +8,7 @@ forms to the numbers; anything computed at run time is not a constant and yields
 from __future__ import annotations
 
 import numpy as np
+import onnx
 import onnx_ir as ir
 
 # Ops that pass a constant through unchanged (or only re-typed); followed when looking for a value.
@@ -69,7 +70,29 @@ def constant_source(value: ir.Value | None) -> ir.Value | None:
     return chain[0] if chain is not None else None
 
 
+# Little-endian numpy dtypes of the ONNX element types stored one or more whole bytes a value in
+# raw_data, by TensorProto.data_type: read straight from the bytes (as onnx-ir does), skipping
+# onnx-ir's per-call dispatch, which costs more than the read for the scalars of a Q/DQ model.
+_RAW_DTYPES: dict[int, np.dtype] = {
+    int(t): np.dtype(t.numpy()).newbyteorder("<")
+    for t in (ir.DataType.FLOAT, ir.DataType.DOUBLE, ir.DataType.FLOAT16, ir.DataType.INT8,
+              ir.DataType.UINT8, ir.DataType.INT16, ir.DataType.UINT16, ir.DataType.INT32,
+              ir.DataType.UINT32, ir.DataType.INT64, ir.DataType.UINT64)
+}
+
+
+def tensor_array(tensor: ir.TensorProtocol) -> np.ndarray:
+    """``tensor.numpy()``, read straight from the bytes of a tensor stored as raw data."""
+    return _to_numpy(tensor)
+
+
 def _to_numpy(tensor: ir.TensorProtocol) -> np.ndarray:
+    if type(tensor) is ir.serde.TensorProtoTensor:
+        proto = tensor.raw
+        dtype = _RAW_DTYPES.get(proto.data_type)
+        if (dtype is not None and proto.data_location != onnx.TensorProto.EXTERNAL
+                and proto.HasField("raw_data")):
+            return np.frombuffer(proto.raw_data, dtype=dtype).reshape(proto.dims)
     array = tensor.numpy()
     # onnx-ir returns ml_dtypes arrays for int4/fp8; keep them, callers check dtype by ir.DataType.
     return np.asarray(array)
@@ -126,11 +149,23 @@ def constant_derived_values(graph: ir.Graph) -> set[ir.Value]:
     """Values computed only from constants (initializers, Constant nodes), in one forward sweep."""
     constant: set[ir.Value] = set(graph.initializers.values())
     for node in graph:
-        inputs = [v for v in node.inputs if v is not None]
-        if node.op_type in _NONDETERMINISTIC:
-            continue
-        if node.op_type == "Constant" or (inputs and all(v in constant for v in inputs)):
+        op_type = node.op_type
+        if op_type == "Constant":
             constant.update(node.outputs)
+            continue
+        if op_type in _NONDETERMINISTIC:
+            continue
+        # Constant when it reads at least one value and every value it reads is constant.
+        read = False
+        for value in node.inputs:
+            if value is None:
+                continue
+            if value not in constant:
+                break
+            read = True
+        else:
+            if read:
+                constant.update(node.outputs)
     return constant
 
 

@@ -57,8 +57,8 @@ def load_model(
         )
     checked: list[bool] = []
 
-    def check(proto: onnx.ModelProto) -> None:
-        checked.append(validate_proto(proto, str(model_path)))
+    def check(proto: onnx.ModelProto, data: bytes | None = None) -> None:
+        checked.append(validate_proto(proto, str(model_path), data))
 
     try:
         hook = check if validate else None
@@ -82,12 +82,19 @@ def load_model(
     return model
 
 
-def _load_whole(model_path: Path, check: Callable[[onnx.ModelProto], None] | None) -> ir.Model:
+def _load_whole(
+    model_path: Path, check: Callable[[onnx.ModelProto, bytes | None], None] | None
+) -> ir.Model:
     # As ir.load, minus its own pass over every tensor to set the external-data folder:
-    # check_external_data visits the same tensors anyway and sets it there.
-    proto = onnx.load(model_path, load_external_data=False)
+    # check_external_data visits the same tensors anyway and sets it there. The file's bytes are
+    # read here, as onnx.load would (same format choice by extension, same parser), so that the
+    # checker can be given them as they are instead of a copy of the graph.
+    fmt = onnx.serialization.registry.get_format_from_file_extension(model_path.suffix)
+    data = model_path.read_bytes()
+    proto = onnx.load_model_from_string(data, format=fmt or "protobuf")
     if check is not None:
-        check(proto)
+        check(proto, data if (fmt or "protobuf") == "protobuf" else None)
+    del data  # not held while the graph is built
     return ir.serde.deserialize_model(proto)
 
 

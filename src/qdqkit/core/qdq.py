@@ -85,7 +85,12 @@ class QuantParams:
 
     @property
     def zero_point_is_zero(self) -> bool:
-        return self.zero_point is None or not np.any(np.asarray(self.zero_point, dtype=np.float64))
+        zero_point = self.zero_point
+        if zero_point is None:
+            return True
+        if zero_point.size == 1:  # per-tensor: a float test, a fraction of numpy's per-call cost
+            return float(zero_point.reshape(-1)[0]) == 0
+        return not np.any(np.asarray(zero_point, dtype=np.float64))
 
     @property
     def scalar_scale(self) -> float:
@@ -131,8 +136,10 @@ def dtype_label(dtype: ir.DataType) -> str:
 
 
 def _attr_int(node: ir.Node, name: str, default: int) -> int:
-    attr = node.attributes.get(name)
-    return attr.as_int() if attr is not None else default
+    # ``in`` then ``[]``: ``Attributes.get`` (a UserDict) raises and catches KeyError for a
+    # missing name, several times slower, and most Q/DQ have neither axis nor block_size.
+    attrs = node.attributes
+    return attrs[name].as_int() if name in attrs else default
 
 
 def read_params(
@@ -234,6 +241,7 @@ class QdqView:
         self._params: dict[ir.Node, QuantParams | None] = {}
         self._constants: dict[ir.Value, np.ndarray | None] = {}
         self._dtypes: dict[ir.Value, ir.DataType | None] = {}
+        self._shared_params: dict[tuple[ir.Value | None, ir.Value, int, int], QuantParams | None] = {}
         # Values computed only from constants (a weight behind Reshape/Transpose, a Q of a weight):
         # TensorRT folds them at build time, so a Q/DQ on them quantizes a weight.
         self.constant_values = constant_derived_values(graph)
@@ -244,7 +252,22 @@ class QdqView:
                 self.dequantize_nodes.append(node)
             else:
                 continue
-            self._params[node] = read_params(node, self._constant, self._dtype)
+            self._params[node] = self._read_params(node)
+
+    def _read_params(self, node: ir.Node) -> QuantParams | None:
+        """``read_params``, once per spelling: a Q and its DQ(s) reading the same scale and zero
+        point with the same attributes get one (immutable) ``QuantParams``. Only with a zero point
+        of known type: without one, the integer type depends on the node itself."""
+        inputs = node.inputs
+        zp_value = inputs[2] if len(inputs) > 2 else None
+        if zp_value is None or self._dtype(zp_value) is None:
+            return read_params(node, self._constant, self._dtype)
+        key = (inputs[1], zp_value, _attr_int(node, "axis", 1), _attr_int(node, "block_size", 0))
+        try:
+            return self._shared_params[key]
+        except KeyError:
+            params = self._shared_params[key] = read_params(node, self._constant, self._dtype)
+            return params
 
     def _constant(self, value: ir.Value | None) -> np.ndarray | None:
         if value is None:
@@ -273,7 +296,7 @@ class QdqView:
         try:
             return self._params[node]
         except KeyError:
-            params = self._params[node] = read_params(node, self._constant, self._dtype)
+            params = self._params[node] = self._read_params(node)
             return params
 
     def unreadable(self) -> list[ir.Node]:

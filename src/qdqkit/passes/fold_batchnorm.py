@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
-from qdqkit.core.constants import constant_array
+from qdqkit.core.constants import constant_array, tensor_array
 from qdqkit.core.lazy_proto import release_mapped
 from qdqkit.passes.scales import ScaleTable
 
@@ -26,12 +26,17 @@ class FoldBatchNormIntoConv(ir.passes.InPlacePass):
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         graph = model.graph
+        folded: list[ir.Node] = []  # removed in one Graph.remove call, not one per node
         for bn in list(graph):
             if bn.op_type == "BatchNormalization" and bn.domain in ("", "ai.onnx"):
-                self._try_fold(graph, bn)
+                self._try_fold(graph, bn, folded)
+        graph.remove(folded, safe=True)
         return ir.passes.PassResult(model, modified=bool(self.folded))
 
-    def _try_fold(self, graph: ir.Graph, bn: ir.Node) -> None:
+    def _try_fold(
+        self, graph: ir.Graph, bn: ir.Node, folded: list[ir.Node] | None = None
+    ) -> None:
+        """Fold ``bn`` if it can; the folded BN is removed now, or joins ``folded`` when given."""
         x = bn.inputs[0]
         conv = x.producer() if x is not None else None
         if conv is None or x is None or conv.op_type != "Conv" or len(bn.inputs) < 5:
@@ -54,9 +59,8 @@ class FoldBatchNormIntoConv(ir.passes.InPlacePass):
         if any(p is None for p in params) or (bias_value is not None and bias is None):
             return
         gamma, beta, mean, var = (np.asarray(p, dtype=np.float64).reshape(-1) for p in params)
-        eps_attr = bn.attributes.get("epsilon")
-        eps = eps_attr.as_float() if eps_attr is not None else 1e-5
-        w = weight.numpy()
+        eps = bn.attributes["epsilon"].as_float() if "epsilon" in bn.attributes else 1e-5
+        w = tensor_array(weight)
         channels = w.shape[0]
         if any(p.size not in (1, channels) for p in (gamma, beta, mean, var)):
             return
@@ -87,6 +91,9 @@ class FoldBatchNormIntoConv(ir.passes.InPlacePass):
         if self.scales is not None:
             self.scales.move(y, x)
         y.replace_all_uses_with(x, replace_graph_outputs=True)
-        graph.remove(bn, safe=True)
+        if folded is None:
+            graph.remove(bn, safe=True)
+        else:
+            folded.append(bn)
         x.name = name
         self.folded.append(bn.name or name or "")

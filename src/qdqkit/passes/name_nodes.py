@@ -20,6 +20,8 @@ class NameUnnamedNodes(ir.passes.InPlacePass):
         self.named = 0
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
+        if all(node.name for node in model.graph):
+            return ir.passes.PassResult(model, modified=False)  # the usual case: one cheap walk
         taken = {node.name for node in model.graph if node.name}
         counters: dict[str, int] = {}
         for node in model.graph:

@@ -20,6 +20,7 @@ import onnx_ir as ir
 from qdqkit.core.constants import constant_array, constant_source
 from qdqkit.core.qdq import QdqView, is_quantize, node_label
 from qdqkit.core.qdq_math import dequantize
+from qdqkit.passes.node_removal import remove_together
 from qdqkit.passes.scales import ScaleOrigin, ScaleTable
 
 # Readers that only look at a tensor's shape: quantizing the tensor changes nothing for them.
@@ -42,12 +43,33 @@ def _float_dtype(view: QdqView, dq: ir.Node) -> np.dtype:
     return np.dtype(np.float32)
 
 
+def _dead_constants(removed: list[ir.Node], dead: set[ir.Node]) -> list[ir.Node]:
+    """Constant nodes whose output only ``dead`` nodes read (adds them to ``dead``)."""
+    found = []
+    for node in removed:
+        for value in node.inputs[1:]:
+            producer = value.producer() if value is not None else None
+            if (
+                value is None or producer is None or producer in dead or producer.op_type != "Constant"
+                or producer.domain not in ("", "ai.onnx") or value.is_graph_output()
+                or any(use.node not in dead for use in value.uses())
+            ):
+                continue
+            dead.add(producer)
+            found.append(producer)
+    return found
+
+
 class StripQdqPairs(ir.passes.InPlacePass):
-    """Remove all Q/DQ nodes; record activation scales in ``scales``."""
+    """Remove all Q/DQ nodes; record activation scales in ``scales``.
+
+    ``remove_dead_constants``: also remove the Constant nodes only the Q/DQ read (the dead-node
+    removal that follows in ``translate`` would, one node at a time).
+    """
 
     def __init__(
         self, scales: ScaleTable, constants: set[ir.Value] | None = None,
-        view: QdqView | None = None,
+        view: QdqView | None = None, remove_dead_constants: bool = False,
     ) -> None:
         super().__init__()
         self.view = view
@@ -55,6 +77,7 @@ class StripQdqPairs(ir.passes.InPlacePass):
         # Values computed only from constants (a TF Reshape of a weight): quantizing one is
         # quantizing a weight, which TensorRT redoes itself, so it gets no activation scale.
         self.constants = constants or set()
+        self.remove_dead_constants = remove_dead_constants
         self.removed = 0
         self.conflicts: list[str] = []
         # Activations the Q/DQ model reads both quantized and directly; implicit INT8 has one
@@ -74,15 +97,29 @@ class StripQdqPairs(ir.passes.InPlacePass):
             ]
             if direct and constant_source(x) is None:
                 self.mixed_readers[x] = direct
+        # Removed in one batch, not node by node: the DQs, whose outputs nobody reads once
+        # rerouted, the Qs read only by those DQs and, with ``remove_dead_constants``, the
+        # Constant nodes read only by these Qs and DQs (their scales and zero points).
+        rerouted: list[ir.Node] = []
         for dq in view.dequantize_nodes:
-            self._strip_dequantize(graph, view, dq)
-        for q in view.quantize_nodes:
-            if not q.outputs[0].uses() and not q.outputs[0].is_graph_output():
-                graph.remove(q, safe=True)
-                self.removed += 1
+            self._strip_dequantize(graph, view, dq, rerouted)
+        dead = set(rerouted)
+        unread = [
+            q for q in view.quantize_nodes
+            if not q.outputs[0].is_graph_output()
+            and all(use.node in dead for use in q.outputs[0].uses())
+        ]
+        dead.update(unread)
+        removed = rerouted + unread
+        if self.remove_dead_constants:
+            removed += _dead_constants(removed, dead)
+        remove_together(graph, removed)
+        self.removed += len(rerouted) + len(unread)
         return ir.passes.PassResult(model, modified=self.removed > 0)
 
-    def _strip_dequantize(self, graph: ir.Graph, view: QdqView, dq: ir.Node) -> None:
+    def _strip_dequantize(
+        self, graph: ir.Graph, view: QdqView, dq: ir.Node, rerouted: list[ir.Node]
+    ) -> None:
         x = dq.inputs[0]
         assert x is not None
         q = view.quantize_of(dq)
@@ -93,19 +130,19 @@ class StripQdqPairs(ir.passes.InPlacePass):
                 params = view.params(q)
                 assert params is not None
                 self._record(source, params.implicit_int8_scale, q)
-            self._reroute(graph, dq, source)
+            self._reroute(graph, dq, source, rerouted)
             return
         if constant_source(x) is not None:
             array = dequantized_array(view, dq, _float_dtype(view, dq))
             weight = ir.Value(name=None, const_value=ir.Tensor(array))
-            self._reroute(graph, dq, weight, initializer=True)
+            self._reroute(graph, dq, weight, rerouted, initializer=True)
             return
         if x.is_graph_input():
             params = view.params(dq)
             assert params is not None
             x.dtype = ir.DataType.from_numpy(_float_dtype(view, dq))
             self._record(x, params.implicit_int8_scale, dq)
-            self._reroute(graph, dq, x)
+            self._reroute(graph, dq, x, rerouted)
             return
         raise AssertionError(f"unexpected DequantizeLinear {node_label(dq)}")
 
@@ -121,8 +158,11 @@ class StripQdqPairs(ir.passes.InPlacePass):
             )
 
     def _reroute(
-        self, graph: ir.Graph, dq: ir.Node, replacement: ir.Value, initializer: bool = False
+        self, graph: ir.Graph, dq: ir.Node, replacement: ir.Value, rerouted: list[ir.Node],
+        initializer: bool = False,
     ) -> None:
+        """Make every reader of ``dq`` read ``replacement``; ``dq`` joins ``rerouted``, to be
+        removed by the caller."""
         out = dq.outputs[0]
         name = out.name
         was_output = out.is_graph_output()
@@ -136,13 +176,11 @@ class StripQdqPairs(ir.passes.InPlacePass):
             identity = ir.Node("", "Identity", inputs=[replacement], name=f"{name}_identity")
             out.replace_all_uses_with(identity.outputs[0], replace_graph_outputs=True)
             graph.insert_after(dq, identity)
-            graph.remove(dq, safe=True)
             identity.outputs[0].name = name
             identity.outputs[0].type = out.type
             identity.outputs[0].shape = out.shape
         else:
             out.replace_all_uses_with(replacement, replace_graph_outputs=True)
-            graph.remove(dq, safe=True)
             if was_output:
                 replacement.name = name
                 if replacement.type is None:
@@ -152,5 +190,5 @@ class StripQdqPairs(ir.passes.InPlacePass):
         if initializer:
             replacement.name = f"{name}_float" if needs_identity else name
             graph.register_initializer(replacement)
-        self.removed += 1
+        rerouted.append(dq)
 

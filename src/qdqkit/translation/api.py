@@ -165,7 +165,7 @@ def translate_model(
     if options.rename_node_outputs:
         RenameNodeOutputs()(model)
     scales = ScaleTable()
-    strip = StripQdqPairs(scales, constants, view)
+    strip = StripQdqPairs(scales, constants, view, remove_dead_constants=True)
     strip(model)
     warnings += strip.conflicts
     mixed = list(strip.mixed_readers.items())

@@ -10,6 +10,8 @@ on constants (biases) are fine: they fold to float.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import onnx_ir as ir
 
@@ -153,12 +155,20 @@ def _bad_scales(view: QdqView, nodes: list[ir.Node]) -> list[ir.Node]:
             continue
         fact = facts.get(id(params.scale))
         if fact is None:
-            scale = params.scale.astype(np.float64)
-            invalid = not np.all(np.isfinite(scale)) or bool(np.any(scale < 0))
-            fact = facts[id(params.scale)] = (invalid, bool(np.any(scale == 0)))
+            fact = facts[id(params.scale)] = _scale_facts(params.scale)
         if fact[0] or (fact[1] and is_quantize(node)):
             bad.append(node)
     return bad
+
+
+def _scale_facts(array: np.ndarray) -> tuple[bool, bool]:
+    """(any NaN, infinite or negative value, any zero) of a scale array."""
+    if array.size == 1:  # per-tensor: plain float tests, a fraction of numpy's per-call cost
+        value = float(array.reshape(-1)[0])
+        return not math.isfinite(value) or value < 0, value == 0
+    scale = array.astype(np.float64)
+    invalid = not np.all(np.isfinite(scale)) or bool(np.any(scale < 0))
+    return invalid, bool(np.any(scale == 0))
 
 
 def _explicit_uint8(view: QdqView, node: ir.Node) -> bool:
@@ -190,8 +200,12 @@ def _check_structure(view: QdqView, where: str) -> None:
         for dq in view.dequantizers_of(q):
             dq_params = view.params(dq)
             assert params is not None and dq_params is not None
-            same = dq_params.scale.shape == params.scale.shape and np.array_equal(
-                dq_params.scale.astype(np.float64), params.scale.astype(np.float64)
+            # A Q and its DQ reading one scale tensor share one array (QdqView reads each once;
+            # NaN scales were refused above, so the same array is an equal one).
+            same = dq_params.scale is params.scale or (
+                dq_params.scale.shape == params.scale.shape
+                and np.array_equal(dq_params.scale.astype(np.float64),
+                                   params.scale.astype(np.float64))
             )
             if not same:
                 raise UnsupportedModelError(
