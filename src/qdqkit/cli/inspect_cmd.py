@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 from qdqkit.cli.args import JsonArgs, add_groups
+from qdqkit.cli.startup import without_blas_threads
 from qdqkit.report.json_output import print_json
 from qdqkit.report.text import table
 
@@ -29,6 +30,7 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    without_blas_threads()
     from qdqkit.core.shape_spec import parse_shapes
     from qdqkit.inspection import inspect_model
 

@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 from qdqkit.cli.args import JsonArgs, LatencyArgs, TargetArgs, TrtArgs, add_groups
+from qdqkit.cli.startup import without_blas_threads
 from qdqkit.report.json_output import print_json
 from qdqkit.report.text import macs, shorten, table
 
@@ -33,6 +34,7 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    without_blas_threads()
     from qdqkit.linting import lint
 
     latency = LATENCY.parse(args)

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import sys
 from pathlib import Path
 from typing import Any
 
 from qdqkit.cli.args import JsonArgs, OutputArgs, add_groups
+from qdqkit.cli.startup import without_blas_threads
 from qdqkit.core.errors import QdqkitError
 from qdqkit.report.json_output import print_json
 
@@ -78,10 +78,7 @@ def _calibration_type(text: str) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    if "numpy" not in sys.modules:
-        # translate does no linear algebra, and OpenBLAS starts one busy-waiting thread per core
-        # when numpy loads: about 0.1 s of CPU for nothing. A user's own setting is kept.
-        os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    without_blas_threads()
     from qdqkit.translation import TranslateOptions, translate
     from qdqkit.trt.calib_cache import check_version
 
