@@ -29,19 +29,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from benchmarks.accuracy.fetch import DEFAULT_CACHE
 from benchmarks.accuracy.tasks import TASKS, Outputs, Task, build
+from benchmarks.peers import at_opset13, ort_quantize_static
 
 from qdqkit import quantize
 from qdqkit.core.numerics import ErrorAccumulator, make_session
 from qdqkit.core.upcast import upcast_float16
 from qdqkit.linting import lint
-
-ORT_TENSORRT_OPTIONS: dict[str, Any] = {
-    "ActivationSymmetric": True,
-    "WeightSymmetric": True,
-    "AddQDQPairToWeight": True,
-    "DedicatedQDQPair": True,
-    "QDQOpTypePerChannelSupportToAxis": {"MatMul": 1},
-}
 
 
 def _run_all(session: Any, task: Task) -> list[Outputs]:
@@ -73,43 +66,6 @@ def _int8_share(path: Path, sample: dict[str, np.ndarray]) -> float:
     return 100.0 * (share or 0.0)
 
 
-def _opset13(source: Path, folder: Path) -> Path:
-    """onnxruntime writes per-channel Q/DQ (opset 13) into an opset 11 model and the result does
-    not load: give it the model converted to opset 13 first, as a user would have to."""
-    import onnx
-    from onnx import version_converter
-
-    model = onnx.load(str(source))
-    opset = next(o.version for o in model.opset_import if o.domain in ("", "ai.onnx"))
-    if opset >= 13:
-        return source
-    path = folder / "float_opset13.onnx"
-    onnx.save(version_converter.convert_version(model, 13), str(path))
-    return path
-
-
-def _ort_quantize(task: Task, source: Path, out: Path, method: str) -> None:
-    from onnxruntime.quantization import (
-        CalibrationDataReader,
-        CalibrationMethod,
-        QuantFormat,
-        QuantType,
-        quantize_static,
-    )
-
-    class Reader(CalibrationDataReader):  # type: ignore[misc]
-        def __init__(self) -> None:
-            self.samples = iter(task.calib)
-
-        def get_next(self) -> dict[str, np.ndarray] | None:
-            return next(self.samples, None)
-
-    quantize_static(str(source), str(out), Reader(), quant_format=QuantFormat.QDQ,
-                    activation_type=QuantType.QInt8, weight_type=QuantType.QInt8,
-                    per_channel=True, calibrate_method=getattr(CalibrationMethod, method),
-                    extra_options=dict(ORT_TENSORRT_OPTIONS))
-
-
 def evaluate(task: Task, folder: Path, method: str, ort_method: str) -> list[dict[str, Any]]:
     reference = _run_all(make_session(str(task.model)), task)
     rows = [{"model": task.name, "tool": "float", "metric": task.metric,
@@ -121,7 +77,7 @@ def evaluate(task: Task, folder: Path, method: str, ort_method: str) -> list[dic
     ours_s = time.perf_counter() - start
     theirs = folder / "ort.onnx"
     start = time.perf_counter()
-    _ort_quantize(task, _opset13(task.model, folder), theirs, ort_method)
+    ort_quantize_static(at_opset13(task.model, folder), theirs, task.calib, ort_method)
     theirs_s = time.perf_counter() - start
     for tool, path, seconds in ((f"qdqkit {method}", ours, ours_s),
                                 (f"onnxruntime {ort_method}", theirs, theirs_s)):

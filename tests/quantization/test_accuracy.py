@@ -14,10 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import onnx
 import onnx_ir as ir
 import pytest
-from onnx import version_converter
+from benchmarks.peers import at_opset13, ort_quantize_static
 
 from qdqkit.core.numerics import ErrorAccumulator, make_session
 from qdqkit.core.upcast import upcast_float16
@@ -56,34 +55,6 @@ def _text_lines() -> tuple[list[Feeds], np.ndarray]:
     return feeds, data["labels"].astype(int)
 
 
-def _ort_quantize(source: Path, calib: list[Feeds], out: Path) -> None:
-    from onnxruntime.quantization import (
-        CalibrationDataReader,
-        QuantFormat,
-        QuantType,
-        quantize_static,
-    )
-
-    class Reader(CalibrationDataReader):  # type: ignore[misc]
-        def __init__(self) -> None:
-            self.samples = iter(calib)
-
-        def get_next(self) -> Feeds | None:
-            return next(self.samples, None)
-
-    model = onnx.load(source)
-    if model.opset_import[0].version < 13:  # per-channel Q/DQ needs opset 13 to load
-        model = version_converter.convert_version(model, 13)
-    float_path = out.with_name("float13.onnx")
-    onnx.save(model, float_path)
-    quantize_static(str(float_path), str(out), Reader(), quant_format=QuantFormat.QDQ,
-                    activation_type=QuantType.QInt8, weight_type=QuantType.QInt8,
-                    per_channel=True,
-                    extra_options={"ActivationSymmetric": True, "WeightSymmetric": True,
-                                   "AddQDQPairToWeight": True, "DedicatedQDQPair": True,
-                                   "QDQOpTypePerChannelSupportToAxis": {"MatMul": 1}})
-
-
 def _evaluate(session: Any, feeds: list[Feeds], reference: list[np.ndarray] | None,
               labels: np.ndarray) -> tuple[int, float]:
     """(correct top-1 count, output SNR against ``reference``)."""
@@ -120,7 +91,7 @@ def test_real_model_at_least_as_accurate_as_onnxruntime(
 
     ours, theirs = tmp_path / "ours.onnx", tmp_path / "ort.onnx"
     result = quantize(str(source), calib_feeds, output=ours)
-    _ort_quantize(source, calib_feeds, theirs)
+    ort_quantize_static(at_opset13(source, tmp_path), theirs, calib_feeds)
     ours_correct, ours_snr = _evaluate(_emulated(ours), eval_feeds, reference, eval_labels)
     ort_correct, ort_snr = _evaluate(_emulated(theirs), eval_feeds, reference, eval_labels)
 
