@@ -8,7 +8,9 @@ lint, writing) with each method, and onnxruntime's ``quantize_static`` (TensorRT
 configuration) with MinMax and Entropy calibration on the same samples. Every run is a child
 process so its peak RSS is its own. Goals: max <= 1.2x the floor, histogram methods <= 1.4x,
 peak RSS < 1 GB and flat from 64 to 512 samples. On a machine other work shares, ``--repeat N``
-runs every pair N times and reports the pair with the median ratio.
+runs every pair N times and reports the pair with the median ratio. Each line also gives the
+median CPU seconds of the run's child process (all threads, start-up included), which load from
+other work moves far less than wall time.
 
     python benchmarks/bench_quantize.py [--samples 64] [--rss-samples 512] [--skip-ort] [--repeat 1]
 """
@@ -84,7 +86,11 @@ def _child(mode: str, path: str, samples: int, folder: str) -> dict[str, float]:
         start = time.perf_counter()
         quantize(path, _samples(samples), output=Path(folder) / f"{mode}.onnx", method=mode)
         result["seconds"] = time.perf_counter() - start
-    result["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    result["peak_rss_mb"] = usage.ru_maxrss / 1024
+    # CPU seconds of the whole child (all threads): steadier than wall time when other work
+    # shares the cores, though it counts the fixed start-up too.
+    result["cpu_seconds"] = usage.ru_utime + usage.ru_stime
     return result
 
 
@@ -127,8 +133,10 @@ def main() -> None:
             label = f"onnxruntime {mode[4:]}" if mode.startswith("ort-") else f"qdqkit {mode}"
             goal = "" if mode.startswith("ort-") else (
                 " (goal <= 1.2x)" if mode == "max" else " (goal <= 1.4x)")
+            cpus = sorted(p[1]["cpu_seconds"] for p in pairs)
+            cpu = cpus[len(cpus) // 2]
             print(f"{label:22s} {r['seconds']:7.2f} s  floor {floor['seconds']:6.2f} s  "
-                  f"{r['seconds'] / floor['seconds']:5.2f}x{goal}  peak RSS "
+                  f"{r['seconds'] / floor['seconds']:5.2f}x{goal}  CPU {cpu:5.1f} s  peak RSS "
                   f"{r['peak_rss_mb']:6.0f} MB (floor {floor['peak_rss_mb']:.0f} MB)", flush=True)
         if args.rss_samples:
             r = _run("auto", path, args.rss_samples)

@@ -94,3 +94,74 @@ def _peak_bytes(samples: int) -> int:
 def test_peak_memory_does_not_grow_with_the_number_of_samples() -> None:
     small, large = _peak_bytes(8), _peak_bytes(64)
     assert large <= small * 1.1 + 64 * 1024
+
+
+def _half_model(opset: int) -> onnx.ModelProto:
+    """x -> Conv -> Relu, plus a float16 branch (Cast) and a Log that makes NaN of negatives."""
+    from qdqkit.examples.graph import GraphBuilder
+
+    g = GraphBuilder("ranges", opset=opset)
+    rng = np.random.default_rng(3)
+    w = g.const(rng.normal(size=(4, 3, 3, 3)).astype(np.float32), "w")
+    x = g.input("x", ["N", 3, 8, 8])
+    c = g.node("Conv", [x, w], name="conv", out="c", pads=[1, 1, 1, 1])
+    g.node("Relu", [c], name="relu", out="r")
+    g.node("Cast", [c], name="half", out="h", to=onnx.TensorProto.FLOAT16)
+    g.node("Log", [c], name="log", out="logged")
+    g.output("r")
+    g.output("h", dtype=onnx.TensorProto.FLOAT16)
+    g.output("logged")
+    return g.proto()
+
+
+@pytest.mark.parametrize("opset", [13, 17, 19])
+def test_ranges_reduced_in_the_session_equal_the_whole_tensors_bit_for_bit(opset: int) -> None:
+    from qdqkit.core.observers import TensorObserver, TensorRange
+
+    model = _half_model(opset)
+    names = ["c", "r", "h"]
+    whole = ActivationRunner(model, names)
+    reduced = ActivationRunner(model, names, ranges_only=names)
+    rng = np.random.default_rng(0)
+    for n in (1, 2):
+        feeds = {"x": rng.standard_normal((n, 3, 8, 8)).astype(np.float32) * 1000}
+        arrays = next(whole.run([feeds]))
+        ranges = next(reduced.run_reduced([feeds]))
+        for name in names:
+            got = ranges[name]
+            assert isinstance(got, TensorRange)
+            truth = arrays[name].astype(np.float32)
+            assert (got.minimum, got.maximum, got.count, got.finite) == (
+                float(truth.min()), float(truth.max()), truth.size, True)
+            a, b = TensorObserver(name, histogram=False), TensorObserver(name, histogram=False)
+            a.update(truth)
+            b.update(got)
+            assert (a.minimum, a.maximum, a.count) == (b.minimum, b.maximum, b.count)
+    with pytest.raises(ValueError, match="run_reduced"):
+        next(reduced.run([feeds]))
+
+
+@pytest.mark.parametrize("position", [0, 77, -1])
+def test_a_single_nan_anywhere_is_found_by_the_reduction(position: int) -> None:
+    from qdqkit.core.observers import TensorObserver
+    from qdqkit.examples.graph import GraphBuilder
+
+    g = GraphBuilder("log", opset=17)
+    x = g.input("x", [1, 3, 8, 8])
+    g.node("Relu", [g.node("Log", [x], name="log", out="logged")], name="relu", out="r")
+    g.output("r")
+    runner = ActivationRunner(g.proto(), ["logged", "r"], ranges_only=["logged", "r"])
+    pixels = np.full((1, 3, 8, 8), 2.0, np.float32)
+    ranges = next(runner.run_reduced([{"x": pixels}]))
+    assert ranges["logged"].finite  # type: ignore[union-attr]
+    # One negative pixel: one NaN, which ReduceMin and ReduceMax alone skip unless it comes first.
+    pixels.reshape(-1)[position] = -1.0
+    ranges = next(runner.run_reduced([{"x": pixels}]))
+    assert not ranges["logged"].finite  # type: ignore[union-attr]
+    observer = TensorObserver("logged", histogram=False)
+    with pytest.raises(QdqkitError, match="tensor 'logged' has NaN or infinite"):
+        observer.update(ranges["logged"])
+    pixels.reshape(-1)[position] = 0.0  # log(0) = -inf: min reveals it
+    ranges = next(runner.run_reduced([{"x": pixels}]))
+    with pytest.raises(QdqkitError, match="tensor 'logged' has NaN or infinite"):
+        TensorObserver("logged", histogram=False).update(ranges["logged"])

@@ -5,6 +5,8 @@
   session with every optimization off.
 - The opset conversion sees the model without its weights' bytes: the result is byte for byte
   the converter's on the whole model, and the caller's model is untouched.
+- Ranges reduced inside the session (every tensor with ``max``, the FP16 watch list otherwise)
+  are bit-identical to reducing the copied tensors, and a lone NaN is still named.
 - The look-ahead run (the next batch runs while this one is folded in) gives the same scales as
   one batch at a time, and an error in a run still surfaces.
 """
@@ -95,7 +97,7 @@ def test_errors_in_either_batch_of_the_look_ahead_still_surface(monkeypatch) -> 
     with pytest.raises(QdqkitError, match=r"'logged'.*NaN"):
         quantize(g.proto(), [good, bad, good, good], trt="10")
     runs = 0
-    real_run = activations.ActivationRunner.run
+    real_run = activations.ActivationRunner.run_reduced
 
     def failing_second_run(self, batches):  # type: ignore[no-untyped-def]
         nonlocal runs
@@ -104,6 +106,71 @@ def test_errors_in_either_batch_of_the_look_ahead_still_surface(monkeypatch) -> 
             raise QdqkitError("onnxruntime failed while running the model: test")
         return real_run(self, batches)
 
-    monkeypatch.setattr(activations.ActivationRunner, "run", failing_second_run)
+    monkeypatch.setattr(activations.ActivationRunner, "run_reduced", failing_second_run)
     with pytest.raises(QdqkitError, match="onnxruntime failed"):
         quantize(g.proto(), [good, good, good], trt="10")
+
+
+class _WholeTensors(activations.ActivationRunner):
+    """The calibration runner with nothing reduced in the session: every tensor copied out."""
+
+    def __init__(self, *args, ranges_only=(), **kwargs) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(*args, **kwargs)
+
+
+@pytest.mark.parametrize("model", ["ultraface", "yolo", "mobilenet"])
+@pytest.mark.parametrize("method", ["max", "entropy"])
+def test_ranges_reduced_in_the_session_equal_the_copied_tensors(  # type: ignore[no-untyped-def]
+        monkeypatch, model: str, method: str) -> None:
+    from tests.quantization.float_models import mobilenet
+
+    if model == "ultraface":
+        source: object = ULTRAFACE
+        batches = _batches(2)
+    else:
+        builder = yolo() if model == "yolo" else mobilenet()
+        source, batches = builder.proto(), calibration_batches(builder, 3)
+    reduced = quantize(source, batches, method=method, trt="11")  # type: ignore[arg-type]
+    monkeypatch.setattr(calibrate_module, "ActivationRunner", _WholeTensors)
+    copied = quantize(source, batches, method=method, trt="11")  # type: ignore[arg-type]
+    assert [t.as_dict() for t in reduced.tensors] == [t.as_dict() for t in copied.tensors]
+    assert reduced.fp32_nodes == copied.fp32_nodes
+    assert len(reduced.tensors) > 5
+
+
+def test_calibrated_ranges_are_bit_identical(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from qdqkit.quantization.calibrate import calibrate_groups
+
+    builder = yolo()
+    model = builder.proto()
+    batches = calibration_batches(builder, 3)
+    names = [o for n in model.graph.node for o in n.output]
+    groups = {names[3]: [names[3]], names[6]: [names[6]]}
+    for method in ("max", "percentile"):
+        reduced = calibrate_groups(model, groups, batches, method=method, percentile=99.9,
+                                   watch=names)
+        monkeypatch.setattr(calibrate_module, "ActivationRunner", _WholeTensors)
+        copied = calibrate_groups(model, groups, batches, method=method, percentile=99.9,
+                                  watch=names)
+        monkeypatch.undo()
+        assert len(reduced.ranges) > 20
+        assert reduced.ranges == copied.ranges
+        assert reduced.tensors == copied.tensors
+
+
+@pytest.mark.parametrize("method,trt", [("entropy", "11"), ("max", "11")])
+def test_a_lone_nan_in_a_reduced_tensor_is_named(method: str, trt: str) -> None:
+    g = GraphBuilder("lone", seed=0, opset=17)
+    x = g.input("x", [1, 16, 4, 4])
+    y = g.node("Log", [x], out="logged")
+    # Where(IsNaN) hides the NaN from what comes after: only 'logged' holds it, and it is
+    # watched (trt 11, not max), or reduced in the session (max), or both.
+    zero = g.const(np.zeros(1, np.float32), "zero")
+    z = g.node("Where", [g.node("IsNaN", [y], out="isnan"), zero, y], out="clean")
+    g.conv(z, 16, 16, weight="float")
+    g.output(g.nodes[-1].output[0], [1, 16, 4, 4])
+    pixels = np.ones((1, 16, 4, 4), np.float32)
+    quantize(g.proto(), [{"x": pixels}], method=method, trt=trt)
+    pixels[0, 5, 2, 3] = -1.0  # one NaN in 256 values, not the first
+    with pytest.raises(QdqkitError, match=r"'logged'.*NaN"):
+        quantize(g.proto(), [{"x": pixels}], method=method, trt=trt)

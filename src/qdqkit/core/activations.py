@@ -10,12 +10,19 @@
    (``core.host_ops``).
 3. The session is the numerics runner's with onnxruntime's float optimizations on, as a plain
    inference session has them (fusions, NCHWc layouts; never Q/DQ rewrites or fp16 Cast removal):
-   an observed tensor is a graph output, which onnxruntime keeps, so only fusions through the
-   tensors nobody asked for happen, and the values are the float model's up to rounding. A
+   an observed tensor is read by a graph output, which onnxruntime keeps, so only fusions through
+   the tensors nobody asked for happen, and the values are the float model's up to rounding. A
    requested tensor missing from the session's outputs is an error, never a silent gap. Its
    worker threads do not spin between operators, so a caller folding the previous batch into
    statistics meanwhile (``quantization.calibrate``) gets the idle core. Each batch's tensors
    are yielded and then dropped: memory holds one batch.
+4. A tensor whose range alone is wanted (``ranges_only``) is reduced inside the session instead
+   of coming out whole: ReduceMin and ReduceMax over all axes (of its float32 Cast when it is
+   not float32, as ``TensorObserver`` would convert it), Size for its element count, and
+   ReduceSum of ``x - x``, which is 0 exactly unless x holds a NaN or an infinity (ReduceMin and
+   ReduceMax skip NaNs). onnxruntime computes them on its own threads and only four scalars
+   leave the session (``run_reduced`` yields a :class:`TensorRange`); min and max are exact, so
+   the statistics are bit-identical to reducing the copied tensor.
 """
 
 from __future__ import annotations
@@ -34,7 +41,7 @@ from qdqkit.core.errors import QdqkitError
 from qdqkit.core.host_ops import HostForward, StagedRunner, forward_for
 from qdqkit.core.model_io import PROTOBUF_LIMIT_BYTES, model_size_bytes
 from qdqkit.core.numerics import make_session, run
-from qdqkit.core.observers import TensorObserver
+from qdqkit.core.observers import TensorObserver, TensorRange
 from qdqkit.core.qdq import node_label
 
 # Domains onnxruntime's CPU provider implements (the standard opsets and Microsoft's contrib ops).
@@ -66,7 +73,8 @@ class ActivationRunner:
 
     ``observed`` are the tensors each run returns; ``skipped`` the requested tensors that only
     nodes onnxruntime cannot run would produce; ``blocked_nodes`` names those nodes (the custom
-    ones and everything downstream of them).
+    ones and everything downstream of them). Tensors in ``ranges_only`` come out of
+    :meth:`run_reduced` as a :class:`TensorRange` (rule 4) when the model runs as one session.
     """
 
     def __init__(
@@ -76,6 +84,7 @@ class ActivationRunner:
         *,
         threads: int = 0,
         forwards: Mapping[str, HostForward] | None = None,
+        ranges_only: Sequence[str] = (),
     ) -> None:
         proto = _load(model)
         forwards = dict(forwards or {})
@@ -116,13 +125,25 @@ class ActivationRunner:
         self.session = None
         self._folder: tempfile.TemporaryDirectory[str] | None = None
         self._staged: StagedRunner | None = None
+        # Per reduced tensor: the session outputs holding its min, max, NaN test and size.
+        self._reductions: dict[str, tuple[str, str, str, str]] = {}
+        self._fetch: list[str] = []
         hosted = [n for n in graph if n.domain not in ORT_DOMAINS and n not in blocked]
         if self.observed and hosted:
             # Custom nodes with a numpy forward: run in stages around them (core.host_ops).
             skip = {n.outputs[0].name or "" for n in blocked if n.outputs}
             self._staged = StagedRunner(proto, self.observed, skip, forwards, threads)
         elif self.observed:
-            keep_only(graph, [values[name] for name in self.observed])
+            reduce = set(ranges_only)
+            whole = [values[name] for name in self.observed if name not in reduce]
+            reduced = [values[name] for name in self.observed if name in reduce]
+            scalars = _add_range_reductions(graph, reduced)
+            self._reductions = {
+                value.name or "": (mn.name or "", mx.name or "", nan.name or "", size.name or "")
+                for value, (mn, mx, nan, size) in zip(reduced, scalars, strict=True)}
+            outputs = [*whole, *(v for group in scalars for v in group)]
+            self._fetch = [v.name or "" for v in outputs]
+            keep_only(graph, outputs)
             self.session = self._session(graph_model, threads)
 
     def _session(self, model: ir.Model, threads: int) -> Any:
@@ -138,7 +159,7 @@ class ActivationRunner:
             session = make_session(path, threads=threads, optimize=True, layout=True,
                                    spin=False)
         outputs = {o.name for o in session.get_outputs()}
-        lost = [name for name in self.observed if name not in outputs]
+        lost = [name for name in self._fetch if name not in outputs]
         if lost:
             raise QdqkitError(f"onnxruntime's optimizations removed the observed tensor '{lost[0]}'"
                               "; calibration cannot see it (please report the model)")
@@ -147,14 +168,34 @@ class ActivationRunner:
     def run(
         self, batches: Iterable[Mapping[str, np.ndarray]]
     ) -> Iterator[dict[str, np.ndarray]]:
-        """``{tensor: array}`` of the observed tensors for each batch of feeds."""
+        """``{tensor: array}`` of the observed tensors for each batch of feeds (a runner made
+        without ``ranges_only``; see :meth:`run_reduced`)."""
+        if self._reductions:
+            raise ValueError("this runner reduces some tensors inside the session; "
+                             "use run_reduced")
+        for tensors in self.run_reduced(batches):
+            yield {name: v for name, v in tensors.items() if isinstance(v, np.ndarray)}
+
+    def run_reduced(
+        self, batches: Iterable[Mapping[str, np.ndarray]]
+    ) -> Iterator[dict[str, np.ndarray | TensorRange]]:
+        """Per batch of feeds, each observed tensor: whole, or as its :class:`TensorRange` when
+        it was asked for in ``ranges_only``."""
         for feeds in batches:
             if self._staged is not None:
-                yield self._staged.run(feeds)
+                yield dict(self._staged.run(feeds))
             elif self.session is None:
                 yield {}
             else:
-                yield run(self.session, feeds, self.observed)
+                fetched = run(self.session, feeds, self._fetch)
+                yield {name: self._tensor(name, fetched) for name in self.observed}
+
+    def _tensor(self, name: str, fetched: Mapping[str, np.ndarray]) -> np.ndarray | TensorRange:
+        scalars = self._reductions.get(name)
+        if scalars is None:
+            return fetched[name]
+        low, high, nan_test, size = (fetched[s] for s in scalars)
+        return TensorRange(float(low), float(high), float(nan_test) == 0.0, int(size))
 
 
 def _load(model: onnx.ModelProto | str | os.PathLike[str]) -> onnx.ModelProto:
@@ -165,6 +206,53 @@ def _load(model: onnx.ModelProto | str | os.PathLike[str]) -> onnx.ModelProto:
         return onnx.load(path)
     except Exception as exc:
         raise QdqkitError(f"{path}: cannot be read as an ONNX model ({exc})") from None
+
+
+def _add_range_reductions(
+    graph: ir.Graph, values: Sequence[ir.Value]
+) -> list[tuple[ir.Value, ir.Value, ir.Value, ir.Value]]:
+    """Append, per value, the nodes computing its min, max, NaN test and size (rule 4); the
+    scalars they write, in that order. Reductions over no axes reduce every axis, at any opset
+    (the ``axes`` attribute before opset 18, the input from then on, are both left out)."""
+    taken = {v.name for v in graph.inputs if v.name} | set(graph.initializers)
+    taken.update(o.name for node in graph for o in node.outputs if o.name)
+    taken.update(node.name for node in graph if node.name)
+
+    def add(op_type: str, inputs: list[ir.Value], tag: str, dtype: ir.DataType,
+            **attributes: int) -> ir.Value:
+        name = _unique(taken, tag)
+        node = ir.Node("", op_type, inputs, name=name,
+                       attributes=[ir.AttrInt64(k, v) for k, v in attributes.items()])
+        graph.append(node)
+        out = node.outputs[0]
+        out.name = name
+        out.type = ir.TensorType(dtype)
+        return out
+
+    scalars = []
+    f32 = ir.DataType.FLOAT
+    for value in values:
+        base = value.name or "tensor"
+        x = value
+        if value.dtype != f32:  # unknown or another type: reduce what the observer would see
+            x = add("Cast", [value], f"{base}_qdqkit_fp32", f32, to=int(f32))
+        zeros = add("Sub", [x, x], f"{base}_qdqkit_zeros", f32)
+        scalars.append((
+            add("ReduceMin", [x], f"{base}_qdqkit_min", f32, keepdims=0),
+            add("ReduceMax", [x], f"{base}_qdqkit_max", f32, keepdims=0),
+            add("ReduceSum", [zeros], f"{base}_qdqkit_nan_test", f32, keepdims=0),
+            add("Size", [value], f"{base}_qdqkit_size", ir.DataType.INT64),
+        ))
+    return scalars
+
+
+def _unique(taken: set[str], wanted: str) -> str:
+    name, n = wanted, 1
+    while name in taken:
+        name = f"{wanted}_{n}"
+        n += 1
+    taken.add(name)
+    return name
 
 
 def keep_only(graph: ir.Graph, outputs: list[ir.Value], *, drop_unread_inputs: bool = False

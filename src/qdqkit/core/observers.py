@@ -10,12 +10,15 @@ not depend on batch size or sample order:
    width is a power of two, so ``floor(|x| * 2048 / 2**k)`` is exact in float32: the final
    counts equal a one-pass histogram over [0, 2**K) for the global K, in any order.
 3. NaN or infinity in a tensor is an error naming the tensor (min and max reveal both for free).
+4. A tensor whose range alone is needed can arrive already reduced (:class:`TensorRange`, computed
+   inside the onnxruntime session by ``core.activations``): the statistics are the same to the bit.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -23,6 +26,20 @@ from qdqkit.core.errors import QdqkitError
 
 HISTOGRAM_BINS = 2048
 _BINS_LOG2 = 11  # 2**11 == HISTOGRAM_BINS
+
+
+@dataclass(frozen=True)
+class TensorRange:
+    """One batch of a tensor reduced to its min, max and element count (as float32 values).
+
+    ``finite`` is False when the batch held a NaN or an infinity (a NaN can hide from min and
+    max, so the reduction reports it apart).
+    """
+
+    minimum: float
+    maximum: float
+    finite: bool
+    count: int
 
 
 class TensorObserver:
@@ -53,8 +70,11 @@ class TensorObserver:
             return 0.0
         return math.ldexp(1.0, self.range_exponent - _BINS_LOG2)
 
-    def update(self, values: np.ndarray) -> None:
+    def update(self, values: np.ndarray | TensorRange) -> None:
         """Fold one batch of the tensor into the statistics; the batch can then be dropped."""
+        if isinstance(values, TensorRange):
+            self._update_range(values)
+            return
         x = np.asarray(values)
         if x.dtype != np.float32:
             x = x.astype(np.float32)
@@ -62,11 +82,7 @@ class TensorObserver:
             return
         low = float(x.min())
         high = float(x.max())
-        if not (math.isfinite(low) and math.isfinite(high)):
-            raise QdqkitError(
-                f"tensor '{self.name}' has NaN or infinite values during calibration "
-                f"(after {self.count} values); check the data and the model up to this tensor"
-            )
+        self._check_finite(math.isfinite(low) and math.isfinite(high))
         self.count += x.size
         self.minimum = min(self.minimum, low)
         self.maximum = max(self.maximum, high)
@@ -82,6 +98,24 @@ class TensorObserver:
         elif exponent > self.range_exponent:
             self._widen(exponent)
         self.histogram += _bin_counts(x, _BINS_LOG2 - self.range_exponent)
+
+    def _update_range(self, batch: TensorRange) -> None:
+        if self.histogram is not None:
+            raise ValueError(f"'{self.name}' keeps a histogram: it needs the whole tensor")
+        if batch.count == 0:
+            return
+        self._check_finite(batch.finite and math.isfinite(batch.minimum)
+                           and math.isfinite(batch.maximum))
+        self.count += batch.count
+        self.minimum = min(self.minimum, batch.minimum)
+        self.maximum = max(self.maximum, batch.maximum)
+
+    def _check_finite(self, finite: bool) -> None:
+        if not finite:
+            raise QdqkitError(
+                f"tensor '{self.name}' has NaN or infinite values during calibration "
+                f"(after {self.count} values); check the data and the model up to this tensor"
+            )
 
     def _widen(self, exponent: int) -> None:
         assert self.histogram is not None and self.range_exponent is not None

@@ -29,10 +29,11 @@ from qdqkit.core.images import Preprocess
 from qdqkit.core.kept_float import record_kept_float
 from qdqkit.core.model_io import load_model, stage_model
 from qdqkit.core.progress import Progress
-from qdqkit.core.qdq import FLOAT_TYPES, node_label
+from qdqkit.core.qdq import node_label
 from qdqkit.core.shapes import infer_value_types
 from qdqkit.linting import lint
 from qdqkit.quantization.calibrate import calibrate_groups
+from qdqkit.quantization.fp16_watch import Fp16Watch, fp16_watch
 from qdqkit.quantization.prepare import (
     default_opset,
     refuse_quantized,
@@ -127,10 +128,13 @@ def quantize(
         if smoothed:
             proto = ir.serde.serialize_model(quantized)
     groups = {name: [v.name or "" for v in members] for name, members in placement.groups.items()}
-    watch = _float_tensors(quantized, types) if fp16 else []
+    # The FP16 remainder needs the range of every float tensor the engine writes to memory.
+    watch = fp16_watch(quantized, types, {n for members in groups.values() for n in members}
+                       ) if fp16 else Fp16Watch([])
     with Progress("calibrating", total=calibration_data.total_samples, enabled=progress) as bar:
         calibrated = calibrate_groups(proto, groups, calibration_data, method=method,
-                                      percentile=percentile, watch=watch, on_batch=bar.advance,
+                                      percentile=percentile, watch=watch.tensors,
+                                      on_batch=bar.advance,
                                       forwards=custom_ops)
     if calibrated.samples == 0:
         raise QdqkitError(f"{calibration_data.description}: no calibration samples; give data")
@@ -146,7 +150,9 @@ def quantize(
                                            types=types),
         {name: scales[group] for group, members in groups.items() for name in members},
         per_tensor_weights=per_tensor_weights,
-        fp16_ranges=calibrated.ranges if fp16 else None, trt=trt, target=target,
+        fp16_ranges=watch.ranges(calibrated.ranges, {
+            t.tensor: (t.minimum, t.maximum) for t in calibrated.tensors}) if fp16 else None,
+        trt=trt, target=target,
         shapes=judged_shapes, judge=not keep_unpaid)
     # Only the nodes onnxruntime cannot run stay "float and untouched"; the ones settle kept
     # float are weighted-op decisions, reported with their reasons in ``weighted``.
@@ -276,16 +282,6 @@ def _shape_spec(shapes: Mapping[str, list[int]] | None) -> str | None:
     if not shapes:
         return None
     return ",".join(f"{name}:{'x'.join(str(d) for d in dims)}" for name, dims in shapes.items())
-
-
-def _float_tensors(model: ir.Model, types: Any) -> list[str]:
-    names = []
-    for node in model.graph:
-        for value in node.outputs:
-            dtype = value.dtype or types.dtype_of(value)
-            if value.name and dtype in FLOAT_TYPES:
-                names.append(value.name)
-    return names
 
 
 def _guessed_dims(proto: onnx.ModelProto) -> list[str]:

@@ -3,7 +3,9 @@
 1. Every tensor of a scale group is observed (running min/max and the 2048-bin |x| histogram;
    no histogram for ``max``); batches are dropped once folded in, so memory does not grow with
    the number of samples. Other float tensors can be watched for their range only (the FP16
-   remainder needs to know what would overflow).
+   remainder needs to know what would overflow). A tensor needing no histogram (every one with
+   ``max``, every watched one) is reduced to its min and max inside the onnxruntime session
+   (``core.activations`` rule 4): only histogram tensors are copied out whole.
 2. A group's amax comes from the union of its tensors' statistics (``observers.merged``) by the
    requested method; every member gets that scale. Per tensor the record keeps its own observed
    range and the share of its values the group's amax clips.
@@ -25,7 +27,9 @@ import onnx
 from qdqkit.core.activations import ActivationRunner
 from qdqkit.core.calibration import TensorCalibration, calibrate, clipped_fraction
 from qdqkit.core.host_ops import HostForward
-from qdqkit.core.observers import TensorObserver, merged
+from qdqkit.core.observers import TensorObserver, TensorRange, merged
+
+Batch = dict[str, np.ndarray | TensorRange]  # one batch's observed tensors, whole or reduced
 
 # Run the next batch while this one is folded into the statistics (see ``_look_ahead``).
 LOOK_AHEAD = True
@@ -79,10 +83,11 @@ def calibrate_groups(
 ) -> Calibrated:
     """Observe ``groups``' tensors (and the ranges of ``watch``) over ``batches``; scale groups."""
     quantized = list(dict.fromkeys(name for members in groups.values() for name in members))
-    runner = ActivationRunner(model, [*quantized, *(w for w in watch if w not in groups)],
-                              forwards=forwards)
     histogram = method != "max"
     wanted = set(quantized)
+    watched = [w for w in watch if w not in wanted]
+    runner = ActivationRunner(model, [*quantized, *watched], forwards=forwards,
+                              ranges_only=watched if histogram else [*quantized, *watched])
     observers = {name: TensorObserver(name, histogram=histogram and name in wanted)
                  for name in runner.observed}
     samples = count = 0
@@ -119,15 +124,15 @@ def calibrate_groups(
 
 def _look_ahead(
     runner: ActivationRunner, batches: Iterable[Mapping[str, np.ndarray]]
-) -> Iterator[tuple[Mapping[str, np.ndarray], dict[str, np.ndarray]]]:
+) -> Iterator[tuple[Mapping[str, np.ndarray], Batch]]:
     """Each batch with its activations; the next batch already runs while the caller folds this
     one into the statistics (onnxruntime releases the GIL), so two batches live at once."""
     if not LOOK_AHEAD:
         for feeds in batches:
-            yield feeds, next(runner.run([feeds]))
+            yield feeds, _run_one(runner, feeds)
         return
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="qdqkit-calibration") as pool:
-        pending: tuple[Mapping[str, np.ndarray], Future[dict[str, np.ndarray]]] | None = None
+        pending: tuple[Mapping[str, np.ndarray], Future[Batch]] | None = None
         for feeds in batches:
             started = pool.submit(_run_one, runner, feeds)
             if pending is not None:
@@ -137,5 +142,5 @@ def _look_ahead(
             yield pending[0], pending[1].result()
 
 
-def _run_one(runner: ActivationRunner, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-    return next(runner.run([feeds]))
+def _run_one(runner: ActivationRunner, feeds: Mapping[str, np.ndarray]) -> Batch:
+    return next(runner.run_reduced([feeds]))
