@@ -56,29 +56,10 @@ def _child(mode: str, path: str, samples: int, folder: str) -> dict[str, float]:
             session.run(None, feeds)
         result["seconds"] = time.perf_counter() - start
     elif mode.startswith("ort-"):
-        from onnxruntime.quantization import (
-            CalibrationDataReader,
-            CalibrationMethod,
-            QuantFormat,
-            QuantType,
-            quantize_static,
-        )
-
-        class Reader(CalibrationDataReader):  # type: ignore[misc]
-            def __init__(self) -> None:
-                self.data = _samples(samples)
-
-            def get_next(self) -> dict[str, np.ndarray] | None:
-                return next(self.data, None)
+        from peers import ort_quantize_static
 
         start = time.perf_counter()
-        quantize_static(path, str(Path(folder) / f"{mode}.onnx"), Reader(),
-                        quant_format=QuantFormat.QDQ, activation_type=QuantType.QInt8,
-                        weight_type=QuantType.QInt8, per_channel=True,
-                        calibrate_method=getattr(CalibrationMethod, mode[4:]),
-                        extra_options={"ActivationSymmetric": True, "WeightSymmetric": True,
-                                       "AddQDQPairToWeight": True, "DedicatedQDQPair": True,
-                                       "QDQOpTypePerChannelSupportToAxis": {"MatMul": 1}})
+        ort_quantize_static(Path(path), Path(folder) / f"{mode}.onnx", _samples(samples), mode[4:])
         result["seconds"] = time.perf_counter() - start
     else:
         from qdqkit import quantize
