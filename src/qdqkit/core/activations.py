@@ -40,6 +40,7 @@ import onnx_ir as ir
 from qdqkit.core.errors import QdqkitError
 from qdqkit.core.host_ops import HostForward, StagedRunner, forward_for
 from qdqkit.core.model_io import PROTOBUF_LIMIT_BYTES, model_size_bytes
+from qdqkit.core.names import taken_names, unique_name
 from qdqkit.core.numerics import make_session, run
 from qdqkit.core.observers import TensorObserver, TensorRange
 from qdqkit.core.qdq import node_label
@@ -214,13 +215,11 @@ def _add_range_reductions(
     """Append, per value, the nodes computing its min, max, NaN test and size (rule 4); the
     scalars they write, in that order. Reductions over no axes reduce every axis, at any opset
     (the ``axes`` attribute before opset 18, the input from then on, are both left out)."""
-    taken = {v.name for v in graph.inputs if v.name} | set(graph.initializers)
-    taken.update(o.name for node in graph for o in node.outputs if o.name)
-    taken.update(node.name for node in graph if node.name)
+    taken = taken_names(graph)
 
     def add(op_type: str, inputs: list[ir.Value], tag: str, dtype: ir.DataType,
             **attributes: int) -> ir.Value:
-        name = _unique(taken, tag)
+        name = unique_name(taken, tag)
         node = ir.Node("", op_type, inputs, name=name,
                        attributes=[ir.AttrInt64(k, v) for k, v in attributes.items()])
         graph.append(node)
@@ -244,15 +243,6 @@ def _add_range_reductions(
             add("Size", [value], f"{base}_qdqkit_size", ir.DataType.INT64),
         ))
     return scalars
-
-
-def _unique(taken: set[str], wanted: str) -> str:
-    name, n = wanted, 1
-    while name in taken:
-        name = f"{wanted}_{n}"
-        n += 1
-    taken.add(name)
-    return name
 
 
 def keep_only(graph: ir.Graph, outputs: list[ir.Value], *, drop_unread_inputs: bool = False

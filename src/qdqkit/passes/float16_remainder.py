@@ -26,6 +26,7 @@ from collections.abc import Mapping
 import numpy as np
 import onnx_ir as ir
 
+from qdqkit.core.names import taken_names, unique_name
 from qdqkit.core.qdq import node_label
 from qdqkit.core.shapes import fill_value_types
 
@@ -52,7 +53,7 @@ class Float16Remainder(ir.passes.InPlacePass):
         fill_value_types(model)  # every value's type must be known to decide its casts
         keep = {node: why for node in graph if (why := self._fp32_reason(node)) is not None}
         self.kept_fp32 = {node_label(n): why for n, why in keep.items()}
-        taken = _taken_names(graph)
+        taken = taken_names(graph)
         casts: dict[tuple[ir.Value, ir.DataType], ir.Value] = {}
         constants: dict[tuple[ir.Value, ir.DataType], ir.Value] = {}
         for node in list(graph):
@@ -171,7 +172,7 @@ def _constant_as(
     if key not in done:
         assert value.const_value is not None
         array = np.asarray(value.const_value.numpy()).astype(dtype.numpy())
-        name = _unique(taken, f"{value.name}_{'fp16' if dtype == _F16 else 'fp32'}")
+        name = unique_name(taken, f"{value.name}_{'fp16' if dtype == _F16 else 'fp32'}")
         copy = ir.Value(name=name, const_value=ir.Tensor(array, name=name))
         copy.shape = value.shape
         _set_dtype(copy, dtype)
@@ -188,8 +189,8 @@ def _cast(
     if key not in done:
         tag = "fp16" if dtype == _F16 else "fp32"
         node = ir.Node("", "Cast", [value], attributes=[ir.AttrInt64("to", dtype)],
-                       name=_unique(taken, f"{value.name}_to_{tag}"))
-        node.outputs[0].name = _unique(taken, f"{value.name}_{tag}")
+                       name=unique_name(taken, f"{value.name}_to_{tag}"))
+        node.outputs[0].name = unique_name(taken, f"{value.name}_{tag}")
         _set_dtype(node.outputs[0], dtype)
         node.outputs[0].shape = value.shape
         producer = value.producer()
@@ -204,30 +205,12 @@ def _cast(
 def _cast_output(graph: ir.Graph, taken: set[str], value: ir.Value) -> ir.Value:
     """A float32 Cast of ``value`` that takes over its place and name among the outputs."""
     name = value.name or "output"
-    value.name = _unique(taken, f"{name}_fp16")
+    value.name = unique_name(taken, f"{name}_fp16")
     node = ir.Node("", "Cast", [value], attributes=[ir.AttrInt64("to", _F32)],
-                   name=_unique(taken, f"{name}_to_fp32"))
+                   name=unique_name(taken, f"{name}_to_fp32"))
     out = node.outputs[0]
     out.name = name
     _set_dtype(out, _F32)
     out.shape = value.shape
     graph.append(node)
     return out
-
-
-def _taken_names(graph: ir.Graph) -> set[str]:
-    taken = {v.name for v in graph.inputs if v.name} | set(graph.initializers)
-    for node in graph:
-        if node.name:
-            taken.add(node.name)
-        taken.update(o.name for o in node.outputs if o.name)
-    return taken
-
-
-def _unique(taken: set[str], wanted: str) -> str:
-    name, n = wanted, 1
-    while name in taken:
-        name = f"{wanted}_{n}"
-        n += 1
-    taken.add(name)
-    return name
