@@ -30,6 +30,7 @@ from pathlib import Path
 import onnx
 
 from qdqkit.examples.graph import GraphBuilder
+from scaling import exit_status
 
 BLOCKS = (240, 480, 720, 960, 1176)  # 17 nodes a block: about 4k, 8k, 12k, 16k and 20k nodes
 LIMITED_BLOCKS, LIMITED_SECONDS = 1176, 5.0
@@ -120,9 +121,7 @@ def main() -> int:
         if limited > LIMITED_SECONDS:
             failures.append(f"{nodes[LIMITED_BLOCKS]} nodes took {limited:.2f} s of CPU time "
                             f"(limit {LIMITED_SECONDS} s)")
-    for failure in failures:
-        print(f"FAILED: {failure}")
-    return 1 if failures else 0
+    return exit_status(failures)
 
 
 if __name__ == "__main__":

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -31,6 +30,7 @@ from pathlib import Path
 import onnx
 
 from qdqkit.examples.graph import GraphBuilder
+from scaling import exit_status, linearity, median, size_points
 
 # Residual blocks per size: 21 nodes a block, so about 5k, 10k, 15k, 21.5k and 40k nodes.
 BLOCKS = (240, 480, 720, 1024, 1900)
@@ -111,10 +111,6 @@ def measure(mode: str, model: Path) -> dict[str, float]:
     return dict(json.loads(done.stdout.strip().splitlines()[-1]))
 
 
-def median(runs: list[dict[str, float]], key: str) -> float:
-    return statistics.median(r[key] for r in runs)
-
-
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=3, help="runs per size (median kept)")
@@ -144,44 +140,19 @@ def main() -> int:
         if seconds >= RESNET50_SECONDS:
             failures.append(f"ResNet-50 lints in {seconds:.2f} s (limit {RESNET50_SECONDS} s)")
 
-        first = BLOCKS[0]
-        path0, nodes0 = sizes[first]
-        per_node0 = median(runs[first], "cpu_seconds") / nodes0
-        base_per_node0 = median(bases[first], "cpu_seconds") / nodes0
-        grown_mb0 = median(runs[first], "peak_mb") - median(runs[first], "idle_mb")
-        mb_per_file0 = grown_mb0 / (path0.stat().st_size / 2**20)
-        worst_time = worst_memory = worst_base = 1.0
-        for blocks in BLOCKS:
-            path, nodes = sizes[blocks]
-            seconds, base = median(runs[blocks], "seconds"), median(bases[blocks], "seconds")
-            cpu = median(runs[blocks], "cpu_seconds")
-            peak, base_peak = median(runs[blocks], "peak_mb"), median(bases[blocks], "peak_mb")
-            file_mb = path.stat().st_size / 2**20
-            per_node = cpu / nodes
-            mb_per_file = (peak - median(runs[blocks], "idle_mb")) / file_mb
-            time_growth, memory_growth = per_node / per_node0, mb_per_file / mb_per_file0
-            worst_time, worst_memory = max(worst_time, time_growth), max(worst_memory, memory_growth)
-            base_growth = median(bases[blocks], "cpu_seconds") / nodes / base_per_node0
-            worst_base = max(worst_base, base_growth)
-            print(f"  {nodes:6d} nodes, {file_mb:4.1f} MB: {seconds:5.2f} s ({cpu:5.2f} s CPU = "
-                  f"{per_node * 1e6:5.1f} us/node, {time_growth:.2f}x the smallest), "
-                  f"{seconds / base:.1f}x onnx.load ({base:.2f} s); peak RSS {peak:3.0f} MB = "
-                  f"{peak / file_mb:.1f}x the file, {peak / base_peak:.2f}x onnx.load "
-                  f"({base_peak:.0f} MB), {mb_per_file:.1f} MB per MB above idle "
-                  f"({memory_growth:.2f}x the smallest)")
-            if blocks == LIMITED_BLOCKS and seconds >= LIMITED_SECONDS:
-                failures.append(f"{nodes} nodes lint in {seconds:.2f} s (limit {LIMITED_SECONDS} s)")
-        print(f"  CPU time per node, worst / smallest size: {worst_time:.2f}x (bound {args.bound}x); "
-              f"onnx.load's in the same runs: {worst_base:.2f}x")
-        print(f"  RSS growth per MB of file, worst / smallest size: {worst_memory:.2f}x "
-              f"(bound {args.bound}x)")
-        if worst_time > args.bound:
-            failures.append(f"time per node grows {worst_time:.2f}x (> {args.bound}x): not linear")
-        if worst_memory > args.bound:
-            failures.append(f"memory per MB grows {worst_memory:.2f}x (> {args.bound}x): not linear")
-    for failure in failures:
-        print(f"FAILED: {failure}")
-    return 1 if failures else 0
+        points = size_points({b: sizes[b] for b in BLOCKS}, runs, bases)
+        for blocks, p in zip(BLOCKS, points, strict=True):
+            print(f"  {p.nodes:6d} nodes, {p.file_mb:4.1f} MB: {p.seconds:5.2f} s ({p.cpu:5.2f} s "
+                  f"CPU = {p.per_node * 1e6:5.1f} us/node, {p.time_growth:.2f}x the smallest), "
+                  f"{p.seconds / p.base_seconds:.1f}x onnx.load ({p.base_seconds:.2f} s); peak RSS "
+                  f"{p.peak_mb:3.0f} MB = {p.peak_mb / p.file_mb:.1f}x the file, "
+                  f"{p.peak_mb / p.base_peak_mb:.2f}x onnx.load ({p.base_peak_mb:.0f} MB), "
+                  f"{p.mb_per_file:.1f} MB per MB above idle ({p.memory_growth:.2f}x the smallest)")
+            if blocks == LIMITED_BLOCKS and p.seconds >= LIMITED_SECONDS:
+                failures.append(f"{p.nodes} nodes lint in {p.seconds:.2f} s "
+                                f"(limit {LIMITED_SECONDS} s)")
+        failures += linearity(points, args.bound, baseline="onnx.load")
+    return exit_status(failures)
 
 
 if __name__ == "__main__":

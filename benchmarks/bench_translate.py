@@ -38,6 +38,8 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from scaling import exit_status, linearity, median, size_points
+
 # Residual blocks per size: 21 nodes a block, so about 5k, 10k, 15k, 21.5k and 40k nodes.
 BLOCKS = (240, 480, 720, 1024, 1900)
 WHOLE_PROCESS_BLOCKS = 1024
@@ -197,10 +199,6 @@ def digest(folder: Path) -> str:
     return h.hexdigest()[:16]
 
 
-def median(runs: list[dict[str, float]], key: str) -> float:
-    return statistics.median(r[key] for r in runs)
-
-
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=3, help="runs per size (median kept)")
@@ -224,36 +222,18 @@ def main() -> int:
 
         print(f"translate, median of {args.runs} runs per size (in-process time after imports; "
               "baseline: onnx load+save of the same file)")
-        first = BLOCKS[0]
-        path0, nodes0 = sizes[first]
-        per_node0 = median(runs[first], "cpu_seconds") / nodes0
-        grown_mb0 = (median(runs[first], "peak_mb") - median(runs[first], "idle_mb"))
-        mb_per_file0 = grown_mb0 / (path0.stat().st_size / 2**20)
-        worst_time = worst_memory = 1.0
-        for blocks, (path, nodes) in sizes.items():
-            seconds, base = median(runs[blocks], "seconds"), median(bases[blocks], "seconds")
-            cpu = median(runs[blocks], "cpu_seconds")
-            peak, base_peak = median(runs[blocks], "peak_mb"), median(bases[blocks], "peak_mb")
-            file_mb = path.stat().st_size / 2**20
-            per_node = cpu / nodes
-            mb_per_file = (peak - median(runs[blocks], "idle_mb")) / file_mb
-            time_growth, memory_growth = per_node / per_node0, mb_per_file / mb_per_file0
-            worst_time, worst_memory = max(worst_time, time_growth), max(worst_memory, memory_growth)
+        points = size_points(sizes, runs, bases)
+        for blocks, p in zip(sizes, points, strict=True):
             same = len({digest(tmp / f"out_{blocks}_{i}") for i in range(args.runs)}) == 1
             if not same:
-                failures.append(f"{nodes} nodes: runs wrote different files")
-            print(f"  {nodes:6d} nodes, {file_mb:5.1f} MB: {seconds:5.2f} s ({cpu:5.2f} s CPU = "
-                  f"{per_node * 1e6:5.1f} us/node, {time_growth:.2f}x the smallest), "
-                  f"{seconds / base:.2f}x onnx load+save ({base:.2f} s); peak RSS {peak:4.0f} MB = "
-                  f"{peak / file_mb:.1f}x the file, "
-                  f"{peak / base_peak:.2f}x load+save ({base_peak:.0f} MB); identical: {same}")
-        print(f"  CPU time per node, worst / smallest size: {worst_time:.2f}x (bound {args.bound}x)")
-        print(f"  RSS growth per MB of file, worst / smallest size: {worst_memory:.2f}x "
-              f"(bound {args.bound}x)")
-        if worst_time > args.bound:
-            failures.append(f"time per node grows {worst_time:.2f}x (> {args.bound}x): not linear")
-        if worst_memory > args.bound:
-            failures.append(f"memory per MB grows {worst_memory:.2f}x (> {args.bound}x): not linear")
+                failures.append(f"{p.nodes} nodes: runs wrote different files")
+            print(f"  {p.nodes:6d} nodes, {p.file_mb:5.1f} MB: {p.seconds:5.2f} s ({p.cpu:5.2f} s "
+                  f"CPU = {p.per_node * 1e6:5.1f} us/node, {p.time_growth:.2f}x the smallest), "
+                  f"{p.seconds / p.base_seconds:.2f}x onnx load+save ({p.base_seconds:.2f} s); "
+                  f"peak RSS {p.peak_mb:4.0f} MB = {p.peak_mb / p.file_mb:.1f}x the file, "
+                  f"{p.peak_mb / p.base_peak_mb:.2f}x load+save ({p.base_peak_mb:.0f} MB); "
+                  f"identical: {same}")
+        failures += linearity(points, args.bound)
 
         path, nodes = sizes[WHOLE_PROCESS_BLOCKS]
         translate = [sys.executable, "-m", "qdqkit", "translate", "-i", str(path), "-o",
@@ -287,9 +267,7 @@ def main() -> int:
             print(f"  file {size_mb:.0f} MB: translate peak RSS {result['peak_mb']:.0f} MB in "
                   f"{result['seconds']:.1f} s; onnx load+save peak {base['peak_mb']:.0f} MB "
                   f"({result['peak_mb'] / base['peak_mb']:.2f}x)")
-    for failure in failures:
-        print(f"FAILED: {failure}")
-    return 1 if failures else 0
+    return exit_status(failures)
 
 
 if __name__ == "__main__":

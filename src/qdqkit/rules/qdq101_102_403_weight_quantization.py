@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from qdqkit.rules.types import Finding, Rule, Severity
+from qdqkit.rules.types import Finding, Fix, Rule, Severity, replace_by_placement
 
 if TYPE_CHECKING:
     import onnx_ir as ir
@@ -84,12 +84,7 @@ RULES = (
 )
 
 
-def fix(finding: Finding, model: ir.Model) -> bool:
-    """Re-place the Q/DQ on the finding's nodes and tensors the way the one placement policy
-    places them, with the scales the model carries (``passes.replace_qdq``)."""
-    from qdqkit.passes.replace_qdq import repair_finding
-
-    return repair_finding(finding, model)
+fix: Fix | None = replace_by_placement
 
 
 def check(ctx: LintContext) -> Iterator[Finding]:

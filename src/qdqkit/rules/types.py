@@ -104,6 +104,15 @@ LastCheck = Callable[[Any, Sequence[Finding]], Iterable[Finding]]
 Fix = Callable[[Finding, "ir.Model"], bool]
 
 
+def replace_by_placement(finding: Finding, model: ir.Model) -> bool:
+    """The fix of the placement rules: re-place the Q/DQ on the finding's nodes and tensors the
+    way the one placement policy places them, with the scales the model carries
+    (``passes.replace_qdq``; imported here, when a fix runs, not when the catalog loads)."""
+    from qdqkit.passes.replace_qdq import repair_finding
+
+    return repair_finding(finding, model)
+
+
 @dataclass(frozen=True)
 class RuleUnit:
     """One rule (or a small family sharing one check): its metadata, its check, its fix slot."""

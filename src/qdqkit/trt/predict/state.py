@@ -68,6 +68,8 @@ class WalkState:
         self.requantize_for: dict[ir.Node, list[EngineLayer]] = {}  # Concat -> its input requantizes
         self.absorbed_into: dict[ir.Node, EngineLayer] = {}  # activation Q/DQ fused into a layer
         self.absorbed_pools: set[ir.Node] = set()
+        # Q nodes of one tensor with one scale: TensorRT merges them into one layer (B7)
+        self.q_merge: dict[tuple[ir.Value, float | None], EngineLayer] = {}
         self.elided: list[str] = []
         self.network_outputs = self._network_outputs(facts.graph)
 

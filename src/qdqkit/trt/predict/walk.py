@@ -22,8 +22,8 @@ from __future__ import annotations
 import onnx_ir as ir
 
 from qdqkit.core.qdq import is_dequantize, is_quantize, node_label
-from qdqkit.trt.engine import EngineLayer, EngineTensor, Precision
-from qdqkit.trt.predict.fusion import Block, GraphFacts
+from qdqkit.trt.engine import EngineTensor, Precision
+from qdqkit.trt.predict.fusion import Block
 from qdqkit.trt.predict.ops import (
     AVERAGING_POOLS,
     ELIDED_COPY_OPS,
@@ -39,16 +39,6 @@ from qdqkit.trt.predict.weighted import concat_layer, weighted_layer
 
 class PrecisionWalk(WalkState):
     """Walks the graph once and appends engine layers in execution order."""
-
-    def __init__(
-        self,
-        facts: GraphFacts,
-        block_of: dict[ir.Node, Block],
-        wanted: dict[ir.Value, float | None],
-        strongly_typed: bool,
-    ) -> None:
-        super().__init__(facts, block_of, wanted, strongly_typed)
-        self.q_merge: dict[tuple[ir.Value, float | None], EngineLayer] = {}
 
     # ------------------------------------------------------------------ Q nodes
     def handle_quantize(self, q: ir.Node) -> None:

@@ -1,0 +1,93 @@
+"""What the size-sweep benchmarks (lint, translate, fix) share: medians of repeated child runs,
+per-size figures against the smallest size, the linearity verdict and the exit status.
+
+A child run reports ``seconds``, ``cpu_seconds``, ``peak_mb`` and ``idle_mb`` (the interpreter's
+own RSS before the work); a baseline run (``onnx.load`` and the like) reports the same keys.
+Linearity is judged on CPU time per node (wall time also counts other processes on a shared
+machine) and on peak RSS above idle per MB of model file.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+
+Runs = list[dict[str, float]]
+
+
+def median(runs: Runs, key: str) -> float:
+    return statistics.median(r[key] for r in runs)
+
+
+@dataclass(frozen=True)
+class SizePoint:
+    """The medians at one size, and how they compare with the smallest size."""
+
+    nodes: int
+    file_mb: float
+    seconds: float
+    cpu: float
+    peak_mb: float
+    base_seconds: float
+    base_peak_mb: float
+    per_node: float  # CPU seconds per node
+    mb_per_file: float  # peak RSS above idle per MB of file
+    time_growth: float  # per_node against the smallest size's
+    memory_growth: float  # mb_per_file against the smallest size's
+    base_growth: float  # the baseline's CPU per node against its own at the smallest size
+
+
+def size_points(sizes: dict[int, tuple[Path, int]], runs: dict[int, Runs],
+                bases: dict[int, Runs]) -> list[SizePoint]:
+    """One point per entry of ``sizes`` (key -> (model file, node count)), in their order; the
+    first entry is the smallest size, the one the others are compared with."""
+    points: list[SizePoint] = []
+    first: SizePoint | None = None
+    base_first = 0.0
+    for key, (path, nodes) in sizes.items():
+        file_mb = path.stat().st_size / 2**20
+        cpu = median(runs[key], "cpu_seconds")
+        per_node = cpu / nodes
+        peak = median(runs[key], "peak_mb")
+        mb_per_file = (peak - median(runs[key], "idle_mb")) / file_mb
+        base_per_node = median(bases[key], "cpu_seconds") / nodes
+        if first is None:
+            base_first = base_per_node
+        point = SizePoint(
+            nodes=nodes, file_mb=file_mb, seconds=median(runs[key], "seconds"), cpu=cpu,
+            peak_mb=peak, base_seconds=median(bases[key], "seconds"),
+            base_peak_mb=median(bases[key], "peak_mb"), per_node=per_node,
+            mb_per_file=mb_per_file,
+            time_growth=per_node / first.per_node if first else 1.0,
+            memory_growth=mb_per_file / first.mb_per_file if first else 1.0,
+            base_growth=base_per_node / base_first if base_first else 1.0)
+        first = first or point
+        points.append(point)
+    return points
+
+
+def linearity(points: list[SizePoint], bound: float, baseline: str = "") -> list[str]:
+    """Print the worst growth of time and memory against ``bound``; the failures, if any.
+    ``baseline`` names the baseline whose own growth is printed beside (none when empty)."""
+    worst_time = max(p.time_growth for p in points)
+    worst_memory = max(p.memory_growth for p in points)
+    beside = (f"; {baseline}'s in the same runs: {max(p.base_growth for p in points):.2f}x"
+              if baseline else "")
+    print(f"  CPU time per node, worst / smallest size: {worst_time:.2f}x (bound {bound}x)"
+          f"{beside}")
+    print(f"  RSS growth per MB of file, worst / smallest size: {worst_memory:.2f}x "
+          f"(bound {bound}x)")
+    failures = []
+    if worst_time > bound:
+        failures.append(f"time per node grows {worst_time:.2f}x (> {bound}x): not linear")
+    if worst_memory > bound:
+        failures.append(f"memory per MB grows {worst_memory:.2f}x (> {bound}x): not linear")
+    return failures
+
+
+def exit_status(failures: list[str]) -> int:
+    """Print each failure; 1 when there is one (so a script or CI can act), else 0."""
+    for failure in failures:
+        print(f"FAILED: {failure}")
+    return 1 if failures else 0
