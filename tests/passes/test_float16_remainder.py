@@ -52,3 +52,54 @@ def test_observed_overflow_keeps_the_node_fp32() -> None:
     remainder(model)
     assert "65504" in remainder.kept_fp32[relu.name]
     assert relu.outputs[0].dtype == ir.DataType.FLOAT
+
+
+def _quantized_input_model(scale: float, weight_channel_amax: float) -> GraphBuilder:
+    """x -> Q/DQ -> Conv (int8 weight + DQ, one channel with tiny weights) -> out."""
+    g = GraphBuilder("qdq_input", opset=19, seed=1)
+    x = g.input("x", [1, 4, 6, 6])
+    w = g.rng.normal(0, 0.1, size=(4, 4, 3, 3)).astype(np.float32)
+    w[1] *= weight_channel_amax / np.abs(w[1]).max()
+    scales = (np.abs(w.reshape(4, -1)).max(axis=1) / 127).astype(np.float32)
+    ints = np.clip(np.rint(w / scales.reshape(4, 1, 1, 1)), -127, 127).astype(np.int8)
+    wdq = g.node("DequantizeLinear", [g.const(ints, "w"), g.const(scales, "w_scale"),
+                                      g.const(np.zeros(4, np.int8), "w_zp")], axis=0)
+    y = g.node("Conv", [g.qdq(x, scale), wdq], kernel_shape=[3, 3], pads=[1, 1, 1, 1])
+    g.node("Relu", [y], out="out")
+    g.output("out", [1, 4, 6, 6])
+    return g
+
+
+def _scale_of(node: ir.Node) -> np.ndarray:
+    return np.asarray(node.inputs[1].const_value.numpy())
+
+
+def test_a_float32_q_and_its_float16_dq_share_one_scale() -> None:
+    # 0.1 / 127 is not a float16 value: the Q on the network input stays float32 while its DQ
+    # writes float16, so both must carry the float16-exact scale or the pair disagrees.
+    model = _quantized_input_model(0.1 / 127, 0.5).ir()
+    Float16Remainder()(model)
+    q = next(n for n in model.graph if n.op_type == "QuantizeLinear")
+    dq = next(n for n in q.outputs[0].uses()).node
+    assert _scale_of(q).dtype == np.float32 and _scale_of(dq).dtype == np.float16
+    assert float(_scale_of(q)) == float(_scale_of(dq))
+
+
+def test_a_tiny_weight_scale_stays_positive_and_weights_follow_it() -> None:
+    # max|w| of 1e-6 gives a scale of 7.9e-9, which float16 rounds to 0, an invalid scale.
+    g = _quantized_input_model(0.05, 1e-6)
+    feeds = {"x": np.random.default_rng(0).normal(size=(1, 4, 6, 6)).astype(np.float32)}
+    expected = g.run(feeds)[0]
+    model = g.ir()
+    Float16Remainder()(model)
+    weight_dq = next(n for n in model.graph
+                     if n.op_type == "DequantizeLinear" and n.inputs[0].const_value is not None)
+    scales = _scale_of(weight_dq)
+    assert scales.dtype == np.float16 and np.all(scales > 0)
+    ints = weight_dq.inputs[0].const_value.numpy()
+    assert np.abs(ints[1]).max() <= 127
+    # The tiny channel's weights are re-rounded to the scale its DQ now carries.
+    dequantized = ints[1].astype(np.float64) * float(scales[1])
+    assert np.abs(dequantized).max() <= 1e-6 + float(scales[1])
+    got = make_session(model).run(None, feeds)[0]
+    np.testing.assert_allclose(got, expected, rtol=2e-2, atol=2e-2)

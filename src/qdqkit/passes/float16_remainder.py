@@ -17,6 +17,11 @@ stays FP32. Rules (the model must be at opset 19 or later, where Q/DQ take and g
 4. A BatchNormalization whose constant scale, bias, mean or variance is beyond FP16 runs FP16
    with those four kept float32 (their own type since opset 15): TensorRT folds them into the
    conv before it, so only they, not the activations, need the range.
+5. Before anything is converted, every constant float32 Q/DQ scale becomes a value float16 holds
+   exactly (rounded to nearest, and at least float16's smallest positive value, since a scale of
+   0 is invalid): a Q that stays float32 (rule 2, or kept FP32) and its float16 DQ then carry one
+   scale, as a Q/DQ pair must, and a tiny scale does not vanish. An int8 weight is re-rounded to
+   its DQ's new scale, so it still holds the weight's nearest integers.
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ import numpy as np
 import onnx_ir as ir
 
 from qdqkit.core.names import taken_names, unique_name
-from qdqkit.core.qdq import node_label
+from qdqkit.core.qdq import is_dequantize, is_qdq, node_label
 from qdqkit.core.shapes import fill_value_types
 
 FP16_MAX = 65504.0
@@ -51,9 +56,10 @@ class Float16Remainder(ir.passes.InPlacePass):
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         graph = model.graph
         fill_value_types(model)  # every value's type must be known to decide its casts
+        taken = taken_names(graph)
+        _fp16_exact_scales(graph, taken)
         keep = {node: why for node in graph if (why := self._fp32_reason(node)) is not None}
         self.kept_fp32 = {node_label(n): why for n, why in keep.items()}
-        taken = taken_names(graph)
         casts: dict[tuple[ir.Value, ir.DataType], ir.Value] = {}
         constants: dict[tuple[ir.Value, ir.DataType], ir.Value] = {}
         for node in list(graph):
@@ -110,6 +116,82 @@ class Float16Remainder(ir.passes.InPlacePass):
                 return (f"tensor '{value.name}' reaches {max(-low, high):.6g} in calibration, "
                         "beyond FP16's 65504")
         return None
+
+
+def _fp16_exact_scales(graph: ir.Graph, taken: set[str]) -> None:
+    """Make every constant float32 Q/DQ scale exact in float16 (rule 5)."""
+    smallest = float(np.finfo(np.float16).smallest_subnormal)
+    largest = float(np.finfo(np.float16).max)
+    # Per scale met: the value Q/DQ read from now on and the scale it held before (None: exact).
+    done: dict[ir.Value, tuple[ir.Value, np.ndarray | None]] = {}
+    for node in list(graph):
+        if not is_qdq(node) or len(node.inputs) < 2:
+            continue
+        scale = node.inputs[1]
+        if scale is None or scale.const_value is None or scale.is_graph_input() \
+                or _dtype(scale) != _F32:
+            continue
+        if scale not in done:
+            old = np.asarray(scale.const_value.numpy(), np.float32)
+            new = np.clip(old, smallest, largest).astype(np.float16).astype(np.float32)
+            exact = (scale, None) if np.array_equal(old, new) else (
+                _exact_scale(graph, taken, scale, new), old)
+            done[scale] = exact
+        exact_value, before = done[scale]
+        if before is None:
+            continue
+        if is_dequantize(node):
+            _requantize_weight(graph, taken, node, before, exact_value)
+        if exact_value is not scale:
+            node.replace_input_with(1, exact_value)
+
+
+def _exact_scale(graph: ir.Graph, taken: set[str], scale: ir.Value, array: np.ndarray
+                 ) -> ir.Value:
+    """``scale`` holding ``array``: in place when only Q/DQ scale slots read it, else a copy."""
+    if all(is_qdq(use.node) and use.idx == 1 for use in scale.uses()) \
+            and not scale.is_graph_output():
+        scale.const_value = ir.Tensor(array, name=scale.name)
+        return scale
+    return _new_initializer(graph, taken, f"{scale.name}_fp16_exact", array, _F32)
+
+
+def _new_initializer(graph: ir.Graph, taken: set[str], wanted: str, array: np.ndarray,
+                     dtype: ir.DataType) -> ir.Value:
+    name = unique_name(taken, wanted)
+    value = ir.Value(name=name, const_value=ir.Tensor(array, name=name))
+    value.shape = ir.Shape(array.shape)
+    _set_dtype(value, dtype)
+    graph.register_initializer(value)
+    return value
+
+
+def _requantize_weight(graph: ir.Graph, taken: set[str], dq: ir.Node, before: np.ndarray,
+                       scale: ir.Value) -> None:
+    """Re-round the constant int8 input of ``dq`` from scale ``before`` to ``scale``'s value."""
+    data = dq.inputs[0]
+    if data is None or data.const_value is None or data.is_graph_input() \
+            or _dtype(data) != ir.DataType.INT8 or scale.const_value is None:
+        return
+    zero = dq.inputs[2] if len(dq.inputs) > 2 else None
+    if zero is not None and (zero.const_value is None or np.any(zero.const_value.numpy() != 0)):
+        return  # an asymmetric weight: not one TensorRT takes; leave it as it is
+    ints = np.asarray(data.const_value.numpy())
+    old_s = before.astype(np.float64)
+    new_s = np.asarray(scale.const_value.numpy(), np.float64)
+    if old_s.ndim == 1 and ints.ndim:
+        axis = dq.attributes["axis"].as_int() if "axis" in dq.attributes else 1
+        shape = [1] * ints.ndim
+        shape[axis % ints.ndim] = -1
+        old_s, new_s = old_s.reshape(shape), new_s.reshape(shape)
+    values = np.clip(np.rint(ints * old_s / new_s), -127, 127).astype(np.int8)
+    if np.array_equal(values, ints):
+        return
+    if len(data.uses()) == 1 and not data.is_graph_output():
+        data.const_value = ir.Tensor(values, name=data.name)
+    else:
+        dq.replace_input_with(0, _new_initializer(
+            graph, taken, f"{data.name}_fp16_exact", values, ir.DataType.INT8))
 
 
 def _wide_statistics(node: ir.Node) -> tuple[int, ...]:

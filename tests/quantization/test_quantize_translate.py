@@ -1,0 +1,28 @@
+"""A TensorRT 11 quantize output (FP16 remainder) is a valid Q/DQ model for translate too."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from qdqkit.core.qdq import QdqView
+from qdqkit.quantization import quantize
+from qdqkit.translation.api import TranslateOptions, translate_model
+from tests.quantization.float_models import calibration_batches, mobilenet, resnet, yolo
+
+
+@pytest.mark.parametrize("family", [resnet, yolo, mobilenet])
+def test_fp16_remainder_pairs_share_scales_and_translate(family) -> None:  # type: ignore[no-untyped-def]
+    builder = family()
+    model = quantize(builder.proto(), calibration_batches(builder, 4), trt="11").model
+    view = QdqView(model.graph)
+    pairs = 0
+    for q in view.quantize_nodes:
+        for dq in view.dequantizers_of(q):
+            q_scale = q.inputs[1].const_value.numpy()
+            dq_scale = dq.inputs[1].const_value.numpy()
+            assert np.array_equal(q_scale.astype(np.float32), dq_scale.astype(np.float32)), q.name
+            pairs += 1
+    assert pairs
+    translation = translate_model(model, TranslateOptions(), where="quantized")
+    assert translation.qdq_left == 0 and translation.qdq_scale_count > 0
