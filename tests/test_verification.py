@@ -347,3 +347,28 @@ def test_outputs_past_the_memory_budget_go_to_disk_and_come_back(
     on_disk = verify(source, out, samples=3)
     assert [o.snr_db for o in on_disk.outputs] == [o.snr_db for o in in_memory.outputs]
     assert [o.max_abs for o in on_disk.outputs] == [o.max_abs for o in in_memory.outputs]
+
+
+def test_fp16_rounding_names_do_not_collide_with_existing_casts() -> None:
+    # A translated FP16 model may already hold a Cast named '<tensor>_to_fp16'.
+    import onnx_ir as ir
+
+    from qdqkit.core.numerics import make_session
+    from qdqkit.examples.graph import GraphBuilder
+    from qdqkit.verification.emulation import round_to_fp16
+
+    g = GraphBuilder("casts", opset=13)
+    x = g.input("x", [1, 4])
+    t = g.node("Relu", [x], out="t")
+    half = g.node("Cast", [t], name="t_to_fp16", out="t_half", to=10)
+    g.node("Cast", [half], name="t_back", out="out", to=1)
+    g.output("out", [1, 4])
+    model = g.ir()
+    relu = next(n for n in model.graph if n.op_type == "Relu")
+    relu.outputs[0].dtype = ir.DataType.FLOAT
+    assert round_to_fp16(model.graph, ["t"]) == 1
+    names = [n.name for n in model.graph]
+    assert len(names) == len(set(names))
+    feeds = {"x": np.array([[1.0, 2.0, 3.0, 1e-3]], np.float32)}
+    out = make_session(model).run(None, feeds)[0]
+    np.testing.assert_array_equal(out, feeds["x"].astype(np.float16).astype(np.float32))

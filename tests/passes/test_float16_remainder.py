@@ -103,3 +103,32 @@ def test_a_tiny_weight_scale_stays_positive_and_weights_follow_it() -> None:
     assert np.abs(dequantized).max() <= 1e-6 + float(scales[1])
     got = make_session(model).run(None, feeds)[0]
     np.testing.assert_allclose(got, expected, rtol=2e-2, atol=2e-2)
+
+
+def test_a_conv_kept_fp32_still_reads_its_dqs_and_feeds_its_q_directly() -> None:
+    # conv1's output overflows FP16, so conv1 stays FP32: its input and weight DQs must then
+    # write float32 (no Cast between DQ and conv, which would leave it float), and the Q of its
+    # output must read it as float32 (no Cast between the conv and that Q).
+    g = GraphBuilder("kept", opset=19, seed=2)
+    x = g.input("x", [1, 4, 6, 6])
+    y = g.conv(g.qdq(x, 0.02), 4, 4, name="conv1", weight="dq-only")
+    z = g.conv(g.qdq(y, 0.5), 4, 4, name="conv2", weight="dq-only")
+    g.node("Relu", [z], out="out")
+    g.output("out", [1, 4, 6, 6])
+    model = g.ir()
+    conv1 = next(n for n in model.graph if n.name == "conv1")
+    remainder = Float16Remainder({conv1.outputs[0].name: (-1e5, 1e5)})
+    remainder(model)
+    assert "conv1" in remainder.kept_fp32
+    for value in conv1.inputs[:2]:
+        producer = value.producer()
+        assert producer is not None and producer.op_type == "DequantizeLinear"
+        assert value.dtype == ir.DataType.FLOAT
+    readers = [use.node for use in conv1.outputs[0].uses()]
+    assert [r.op_type for r in readers] == ["QuantizeLinear"]
+    assert readers[0].inputs[1].const_value.dtype == ir.DataType.FLOAT
+    conv2 = next(n for n in model.graph if n.name == "conv2")
+    assert conv2.outputs[0].dtype == ir.DataType.FLOAT16  # the rest still runs FP16
+    assert conv2.inputs[0].producer().op_type == "DequantizeLinear"
+    assert not any(n.op_type == "Cast" and n.inputs[0].producer() is not None
+                   and n.inputs[0].producer().op_type == "DequantizeLinear" for n in model.graph)

@@ -139,10 +139,17 @@ def test_regions_that_do_not_pay_for_their_reformats_stay_float_with_the_reason(
     result = _quantized(transformer(), "11")
     assert result.lint_errors == 0 and _placement_warnings(result) == {}
     assert _linted_as_written(result) == {}
-    assert not any(w.quantized for w in result.weighted)
-    assert all(w.reason.startswith("not quantized: its INT8 region needs the standalone Q/DQ")
-               and "(E1, E2)" in w.reason for w in result.weighted)
-    assert result.model is not None and not any(is_quantize(n) for n in result.model.graph)
+    # Some regions do not pay and stay float, with the reason. The projections after a
+    # LayerNormalization (kept FP32) may pay: their Q then reads the FP32 output directly, one
+    # Reformat, with no Cast to FP16 in between.
+    left = [w for w in result.weighted if not w.quantized]
+    assert left and all(
+        w.reason.startswith("not quantized: its INT8 region needs the standalone Q/DQ")
+        and "(E1, E2)" in w.reason for w in left)
+    assert result.model is not None
+    for q in (n for n in result.model.graph if is_quantize(n)):
+        producer = q.inputs[0].producer()
+        assert producer is None or producer.op_type != "Cast"
 
 
 @pytest.mark.parametrize("size,paid", [(8, False), (32, True)])

@@ -10,14 +10,18 @@ stays FP32. Rules (the model must be at opset 19 or later, where Q/DQ take and g
    with the reason.
 2. Where an FP16 and an FP32 node meet, one Cast per tensor and direction joins them. Network
    inputs and outputs keep float32 (a Cast after each input, before each output; output names
-   unchanged), so callers feed and read what they did before. A Q reading a network input stays
-   float32 (its DQ writes float16), so no Cast stands between the input and its Q.
+   unchanged), so callers feed and read what they did before.
 3. Resize/Upsample ``roi``/``scales`` stay float32, as the spec requires and exact output sizes
    need (C14).
 4. A BatchNormalization whose constant scale, bias, mean or variance is beyond FP16 runs FP16
    with those four kept float32 (their own type since opset 15): TensorRT folds them into the
    conv before it, so only they, not the activations, need the range.
-5. Before anything is converted, every constant float32 Q/DQ scale becomes a value float16 holds
+5. Q/DQ take the type of the float side they touch, so no Cast stands between a layer and its
+   Q/DQ (TensorRT fuses Q/DQ into a layer, not through a Cast): a Q reading a network input stays
+   float32 (its DQ writes float16 for FP16 readers; the Q is the input's own Reformat, B8), and a
+   DQ read by nodes kept FP32 writes float32 (a float32 twin serves them when it has FP16 readers too), so a
+   weighted op kept FP32 for its range still reads its DQs and runs INT8.
+6. Before anything is converted, every constant float32 Q/DQ scale becomes a value float16 holds
    exactly (rounded to nearest, and at least float16's smallest positive value, since a scale of
    0 is invalid): a Q that stays float32 (rule 2, or kept FP32) and its float16 DQ then carry one
    scale, as a Q/DQ pair must, and a tiny scale does not vanish. An int8 weight is re-rounded to
@@ -32,7 +36,7 @@ import numpy as np
 import onnx_ir as ir
 
 from qdqkit.core.names import taken_names, unique_name
-from qdqkit.core.qdq import is_dequantize, is_qdq, node_label
+from qdqkit.core.qdq import is_dequantize, is_qdq, is_quantize, node_label
 from qdqkit.core.shapes import fill_value_types
 
 FP16_MAX = 65504.0
@@ -60,10 +64,12 @@ class Float16Remainder(ir.passes.InPlacePass):
         _fp16_exact_scales(graph, taken)
         keep = {node: why for node in graph if (why := self._fp32_reason(node)) is not None}
         self.kept_fp32 = {node_label(n): why for n, why in keep.items()}
+        float32_qdq = _float32_qdq(graph, taken, keep)
         casts: dict[tuple[ir.Value, ir.DataType], ir.Value] = {}
         constants: dict[tuple[ir.Value, ir.DataType], ir.Value] = {}
         for node in list(graph):
-            target = _F32 if node in keep or _quantizes_input(node) else _F16
+            stays = node in keep or node in float32_qdq
+            target = _F32 if stays else _F16
             fixed = _FLOAT32_ONLY_INPUTS.get(node.op_type, ()) or _wide_statistics(node)
             for index, value in enumerate(node.inputs):
                 dtype = _dtype(value)
@@ -77,7 +83,7 @@ class Float16Remainder(ir.passes.InPlacePass):
                 else:
                     replacement = _cast(graph, taken, node, value, wanted, casts)
                 node.replace_input_with(index, replacement)
-            if node in keep:
+            if stays:
                 continue
             _retype_node(node)
         for position, value in enumerate(list(graph.outputs)):
@@ -119,7 +125,7 @@ class Float16Remainder(ir.passes.InPlacePass):
 
 
 def _fp16_exact_scales(graph: ir.Graph, taken: set[str]) -> None:
-    """Make every constant float32 Q/DQ scale exact in float16 (rule 5)."""
+    """Make every constant float32 Q/DQ scale exact in float16 (rule 6)."""
     smallest = float(np.finfo(np.float16).smallest_subnormal)
     largest = float(np.finfo(np.float16).max)
     # Per scale met: the value Q/DQ read from now on and the scale it held before (None: exact).
@@ -207,11 +213,40 @@ def _wide_statistics(node: ir.Node) -> tuple[int, ...]:
     return ()
 
 
-def _quantizes_input(node: ir.Node) -> bool:
-    """A Q on a float32 network input stays float32: the Q is then the input's own Reformat
-    (B8) rather than a Cast and a Q; its DQ still writes float16 with a float16 scale."""
-    value = node.inputs[0] if node.inputs else None
-    return node.op_type == "QuantizeLinear" and value is not None and value.is_graph_input()
+def _float32_qdq(graph: ir.Graph, taken: set[str], keep: Mapping[ir.Node, str]) -> set[ir.Node]:
+    """The Q/DQ that stay float32 beside float32 neighbours (rule 5); adds the DQ twins."""
+    stay: set[ir.Node] = set()
+    for node in list(graph):
+        if node in keep:
+            continue
+        if is_quantize(node):
+            x = node.inputs[0]
+            if x is not None and (x.is_graph_input() or x.producer() in keep):
+                stay.add(node)
+            continue
+        if not is_dequantize(node):
+            continue
+        out = node.outputs[0]
+        readers = {use.node for use in out.uses()}
+        kept = {reader for reader in readers if reader in keep}
+        if not kept:
+            continue
+        if kept == readers and not out.is_graph_output():
+            stay.add(node)
+            continue
+        twin = ir.Node("", "DequantizeLinear", list(node.inputs),
+                       attributes=[ir.Attr(a.name, a.type, a.value)
+                                   for a in node.attributes.values()],
+                       name=unique_name(taken, f"{node.name or out.name}_fp32"))
+        twin.outputs[0].name = unique_name(taken, f"{out.name}_fp32")
+        twin.outputs[0].shape = out.shape
+        _set_dtype(twin.outputs[0], _F32)
+        graph.insert_after(node, twin)
+        for use in list(out.uses()):
+            if use.node in kept:
+                use.node.replace_input_with(use.idx, twin.outputs[0])
+        stay.add(twin)
+    return stay
 
 
 def _retype_node(node: ir.Node) -> None:

@@ -252,14 +252,17 @@ def _load(
 
 
 def _normalized(proto: onnx.ModelProto) -> onnx.ModelProto:
-    """Constant-node weights as initializers (initializers no longer listed as inputs), and
-    constant Reshape/Transpose chains on weights computed ahead, so every weight is stored."""
+    """Constant-node weights as initializers (initializers no longer listed as inputs), constant
+    Reshape/Transpose chains on weights computed ahead, and weights computed from constants by
+    other ops evaluated once, so every weight is stored."""
     from qdqkit.passes.constants_to_initializers import ConstantsToInitializers
+    from qdqkit.passes.fold_computed_weights import FoldComputedWeights
     from qdqkit.passes.fold_weight_path import FoldWeightReshapeTranspose
 
     model = ir.from_proto(proto)
     moved = ConstantsToInitializers()(model).modified
     folded = FoldWeightReshapeTranspose()(model).modified
+    folded = FoldComputedWeights()(model).modified or folded
     if moved or folded:
         model.ir_version = max(model.ir_version or 0, 7)
         return ir.serde.serialize_model(model)

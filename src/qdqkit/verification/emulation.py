@@ -21,6 +21,7 @@ import numpy as np
 import onnx_ir as ir
 
 from qdqkit.core.lazy_proto import release_mapped_tensor
+from qdqkit.core.names import taken_names, unique_name
 from qdqkit.core.qdq import FLOAT_TYPES
 from qdqkit.core.qdq_math import trt_requantize_weight
 from qdqkit.core.weights import output_channel_axis, weight_index
@@ -105,7 +106,7 @@ def insert_fake_quant(model: ir.Model, scales: Mapping[str, float]) -> list[str]
 def round_to_fp16(graph: ir.Graph, tensors: Iterable[str]) -> int:
     """Round the named float tensors, and the float constants their readers take, to float16."""
     by_name = values_by_name(graph)
-    taken = set(by_name) | set(graph.initializers)
+    taken = taken_names(graph)  # node names too: a translated FP16 model has Cast nodes of its own
     rounded_constants: set[ir.Value] = set()
     count = 0
     for name in tensors:
@@ -133,24 +134,16 @@ def _round_constant(value: ir.Value) -> None:
     value.const_value = ir.Tensor(array.astype(np.float16).astype(array.dtype), name=value.name)
 
 
-def _fresh(taken: set[str], wanted: str) -> str:
-    name, n = wanted, 1
-    while name in taken:
-        name, n = f"{wanted}_{n}", n + 1
-    taken.add(name)
-    return name
-
-
 def _insert_round_trip(graph: ir.Graph, value: ir.Value, taken: set[str]) -> None:
     base = value.name or "tensor"
     dtype = value.dtype
     assert dtype is not None
     half = ir.Node("", "Cast", [value], [ir.AttrInt64("to", ir.DataType.FLOAT16)],
-                   outputs=[ir.Value(name=_fresh(taken, f"{base}_fp16"))],
-                   name=_fresh(taken, f"{base}_to_fp16"))
+                   outputs=[ir.Value(name=unique_name(taken, f"{base}_fp16"))],
+                   name=unique_name(taken, f"{base}_to_fp16"))
     back = ir.Node("", "Cast", [half.outputs[0]], [ir.AttrInt64("to", dtype)],
-                   outputs=[ir.Value(name=_fresh(taken, f"{base}_rounded"))],
-                   name=_fresh(taken, f"{base}_from_fp16"))
+                   outputs=[ir.Value(name=unique_name(taken, f"{base}_rounded"))],
+                   name=unique_name(taken, f"{base}_from_fp16"))
     result = back.outputs[0]
     result.dtype, result.shape = dtype, value.shape
     for use in list(value.uses()):
@@ -164,7 +157,7 @@ def _insert_round_trip(graph: ir.Graph, value: ir.Value, taken: set[str]) -> Non
     if value.is_graph_output():
         # The graph output is what the FP16 layer wrote: the rounded value, under its own name.
         name = value.name
-        value.name = _fresh(taken, f"{base}_before_fp16")
+        value.name = unique_name(taken, f"{base}_before_fp16")
         result.name = name
         outputs = graph.outputs
         for position, output in enumerate(list(outputs)):

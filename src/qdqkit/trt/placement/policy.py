@@ -63,7 +63,8 @@ from qdqkit.trt.predict.wanted import commuting_data_index, is_commuting
 # Pointwise math that loses too much in INT8 (C17): GELU's erf/tanh, normalizations' roots and
 # powers, softmax's exponentials.
 SENSITIVE_OPS = frozenset({"Erf", "Tanh", "Gelu", "Exp", "Log", "Sqrt", "Reciprocal", "Pow",
-                        "Softplus", "Mish"})
+                        "Softplus", "Mish", "LayerNormalization", "GroupNormalization",
+                        "InstanceNormalization", "LpNormalization"})
 
 
 # Ops a weighted op's INT8 output travels through without a float round trip: its epilogue
