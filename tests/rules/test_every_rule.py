@@ -409,3 +409,18 @@ def test_an_int32_bias_is_named_as_such() -> None:
     findings = lint(_bias("int32").graph.ir()).findings("QDQ409")
     assert len(findings) == 1 and "int32" in findings[0].message
     assert findings[0].nodes == ["conv", "bias_DQ"] and findings[0].tensors
+
+
+@pytest.mark.parametrize("pool,expected", [(True, set()), (False, {"QDQ104"})])
+def test_a_batchnorm_after_a_conv_act_pool_chain_is_not_its_epilogue(
+        pool: bool, expected: set[str]) -> None:
+    # DenseNet's pre-activation: conv -> BN -> ReLU -> MaxPool, then BN -> ReLU -> conv. The pool
+    # ends the first chain (ConvActPool), so the Q/DQ before the second BN splits nothing.
+    g = GraphBuilder()
+    y = g.bn(g.conv(g.qdq(g.input("x", [1, 32, 16, 16])), 32, 32, name="conv"), 32, name="bn")
+    y = g.node("Relu", [y], name="relu")
+    if pool:
+        y = g.node("MaxPool", [y], name="pool", kernel_shape=[2, 2], strides=[2, 2])
+    y = g.bn(g.qdq(y, 0.2, name="b"), 32, name="bn2")
+    g.output(g.conv(g.qdq(g.node("Relu", [y], name="relu2"), 0.3), 32, 32, name="next"))
+    assert Model(g).codes() & {"QDQ103", "QDQ104"} == expected

@@ -3,7 +3,8 @@
 1. QDQ103: the weighted op's own output goes through Q -> DQ into BatchNorm or an activation.
 2. QDQ104: a later point of the fused chain (after BN or bias) does.
 Either way the epilogue runs as a separate layer. One check: the two differ only by where the
-chain was cut.
+chain was cut. A chain that ends in a pool (ConvActPool, C10) takes no further epilogue, so a
+BatchNorm or activation after it starts a layer of its own with or without the Q/DQ.
 """
 
 from __future__ import annotations
@@ -81,11 +82,11 @@ def _through_qdq(value: ir.Value) -> list[tuple[ir.Node, ir.Node, ir.Node]]:
 
 def check(ctx: LintContext) -> Iterator[Finding]:
     from qdqkit.core.qdq import node_label
-    from qdqkit.trt.predict.ops import ACTIVATIONS, is_default_domain
+    from qdqkit.trt.predict.ops import ACTIVATIONS, POOLS, is_default_domain
 
     epilogue_ops = ACTIVATIONS | {"BatchNormalization"}
     for block in ctx.prediction.blocks:
-        if block.weighted is None:
+        if block.weighted is None or block.last.op_type in POOLS:
             continue
         value = block.output
         for q, dq, reader in _through_qdq(value):
