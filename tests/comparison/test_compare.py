@@ -244,3 +244,25 @@ def test_cli_writes_json_html_and_a_fallback_list_without_touching_inputs(
     assert main(["compare", str(fpath), str(qpath), "--what-if", "0"]) == 0
     out = capsys.readouterr().out
     assert "random values" in out and "layer-wise" in out
+
+
+def test_what_if_counts_int8_macs_at_the_data_shapes_of_a_symbolic_input(tmp_path: Path) -> None:
+    from qdqkit.comparison.api import compare as compare_models
+    from qdqkit.examples.graph import GraphBuilder
+    from qdqkit.quantization import quantize
+
+    g = GraphBuilder("symbolic", seed=3)
+    x = g.input("x", [1, 32, "H", "W"])
+    y = g.conv(g.node("Relu", [g.conv(x, 32, 32, weight="float", name="a")]), 32, 32,
+               weight="float", name="b")
+    g.node("Relu", [y], out="out")
+    g.output("out", [1, 32, "H", "W"])
+    float_path = g.save(tmp_path / "float.onnx")
+    data = np.random.default_rng(0).normal(size=(2, 32, 24, 24)).astype(np.float32)
+    np.save(tmp_path / "data.npy", data)
+    quantize(float_path, tmp_path / "data.npy", output=tmp_path / "q.onnx", keep_unpaid=True)
+    result = compare_models(float_path, tmp_path / "q.onnx", tmp_path / "data.npy", what_if=2,
+                            trt="11")
+    lost = {row.name: row.what_if.int8_macs_lost for row in result.nodes
+            if row.what_if is not None and row.what_if.int8_macs_lost}
+    assert lost and all(macs >= 32 * 32 * 9 * 24 * 24 for macs in lost.values())

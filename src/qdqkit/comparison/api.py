@@ -95,8 +95,10 @@ def compare(
     kept_samples = metric_total = 0
     metric_sum = 0.0
     seen = 0
+    first: dict[str, np.ndarray] = {}
     with Progress("comparing", total=stream.total_samples, enabled=progress) as bar:
         for feeds in stream:
+            first = first or dict(feeds)
             count = _count(feeds)
             fvals, qvals, lvals = session.run(feeds)
             acc.add(fvals, qvals, lvals)
@@ -122,7 +124,7 @@ def compare(
         evaluate_what_if(result, qproto, pairing, kept, fp16=fp16, limit=what_if, trt=trt,
                          progress=progress)
     else:
-        _annotate_engine(result, qproto, pairing, trt)
+        _annotate_engine(result, qproto, pairing, trt, first)
     return result
 
 
@@ -419,10 +421,10 @@ def _snr(signal: float, noise: float) -> float:
 
 
 def _annotate_engine(result: CompareResult, qproto: onnx.ModelProto, pairing: Pairing,
-                     trt: str) -> None:
-    from qdqkit.comparison.whatif import annotate_engine
+                     trt: str, feeds: Mapping[str, np.ndarray]) -> None:
+    from qdqkit.comparison.whatif import annotate_engine, symbolic_input_shapes
 
-    annotate_engine(result, qproto, pairing, trt)
+    annotate_engine(result, qproto, pairing, trt, symbolic_input_shapes(qproto, feeds))
 
 
 def run_exposed(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray],

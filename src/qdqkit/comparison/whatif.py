@@ -43,9 +43,15 @@ def _positions(pairing: Pairing) -> dict[str, int]:
     return {by_node[n]: i for i, n in enumerate(graph) if n in by_node}
 
 
-def _engine_totals(model: object, trt: str) -> tuple[object | None, int | None, int | None]:
+def _engine_totals(model: object, trt: str, shapes: Mapping[str, Sequence[int]] | None = None
+                   ) -> tuple[object | None, int | None, int | None]:
+    """The prediction of ``model`` (its own copy: ``shapes`` go into it), its Reformat count and
+    INT8 MACs, at the data's input shapes when the model leaves some dimension symbolic."""
+    from qdqkit.linting.latency import apply_shapes
     from qdqkit.trt.predict import run_prediction
 
+    if shapes:
+        apply_shapes(model, shapes)  # type: ignore[arg-type]
     try:
         prediction = run_prediction(model, trt=trt)  # type: ignore[arg-type]
     except QdqkitError:
@@ -57,10 +63,11 @@ def _engine_totals(model: object, trt: str) -> tuple[object | None, int | None, 
 
 
 def annotate_engine(result: CompareResult, qproto: onnx.ModelProto, pairing: Pairing,
-                    trt: str) -> tuple[int | None, int | None]:
+                    trt: str, shapes: Mapping[str, Sequence[int]] | None = None
+                    ) -> tuple[int | None, int | None]:
     """Each node row's predicted engine layer and its precision; returns the engine's totals."""
     model = fresh_copy(qproto, upcast=False)
-    prediction, reformats, macs = _engine_totals(model, trt)
+    prediction, reformats, macs = _engine_totals(model, trt, shapes)
     if prediction is None:
         result.notes.append("the engine could not be predicted for this model; no precisions")
         return None, None
@@ -75,6 +82,19 @@ def annotate_engine(result: CompareResult, qproto: onnx.ModelProto, pairing: Pai
             row.engine_layer = layer.name
             row.engine_precision = str(layer.precision)
     return reformats, macs
+
+
+def symbolic_input_shapes(qproto: onnx.ModelProto, feeds: Mapping[str, np.ndarray]
+                          ) -> dict[str, list[int]] | None:
+    """The shapes of ``feeds`` (one batch) when the model leaves an input dimension symbolic:
+    the engine is predicted, and INT8 MACs counted, at the shapes the data has."""
+    symbolic = any(not d.HasField("dim_value") for value in qproto.graph.input
+                   for d in value.type.tensor_type.shape.dim)
+    if not symbolic or not feeds:
+        return None
+    inputs = {value.name for value in qproto.graph.input}
+    return {name: [int(d) for d in array.shape] for name, array in feeds.items()
+            if name in inputs}
 
 
 def _candidates(result: CompareResult, limit: int) -> list[str]:
@@ -97,7 +117,8 @@ def evaluate_what_if(result: CompareResult, qproto: onnx.ModelProto, pairing: Pa
                      kept: Kept, *, fp16: bool, limit: int, trt: str,
                      progress: bool | None) -> None:
     """Fill ``what_if`` of the candidate rows and ``result.fallback`` (see the module doc)."""
-    base_reformats, base_macs = annotate_engine(result, qproto, pairing, trt)
+    shapes = symbolic_input_shapes(qproto, kept[0][0] if kept else {})
+    base_reformats, base_macs = annotate_engine(result, qproto, pairing, trt, shapes)
     base: dict[str, Error] = {}
     for _feeds, fouts, qouts in kept:
         for name in qouts:
@@ -123,7 +144,7 @@ def evaluate_what_if(result: CompareResult, qproto: onnx.ModelProto, pairing: Pa
             reformats_added = macs_lost = None
             if base_reformats is not None and base_macs is not None:
                 plain = what_if_model(qproto, positions[name], weights, upcast=False)
-                _p, reformats, macs = _engine_totals(plain, trt)
+                _p, reformats, macs = _engine_totals(plain, trt, shapes)
                 if reformats is not None and macs is not None:
                     reformats_added = reformats - base_reformats
                     macs_lost = base_macs - macs
