@@ -132,3 +132,29 @@ def test_a_conv_kept_fp32_still_reads_its_dqs_and_feeds_its_q_directly() -> None
     assert conv2.inputs[0].producer().op_type == "DequantizeLinear"
     assert not any(n.op_type == "Cast" and n.inputs[0].producer() is not None
                    and n.inputs[0].producer().op_type == "DequantizeLinear" for n in model.graph)
+
+
+def test_an_op_whose_schema_excludes_float16_stays_fp32_and_the_model_stays_valid() -> None:
+    import onnx
+
+    # YOLOv8's anchor decode: Range over float values computed from the input's shape.
+    g = GraphBuilder("range", opset=19, seed=4)
+    x = g.input("x", [1, 4, 6, 6])
+    width = g.node("Cast", [g.node("Gather", [g.node("Shape", [x]), g.const(np.int64(3))])],
+                   to=1)
+    steps = g.node("Range", [g.const(np.float32(0.5)), width, g.const(np.float32(1.0))])
+    g.node("Add", [g.node("Relu", [x]), steps], out="out")
+    g.output("out", [1, 4, 6, 6])
+    feeds = {"x": np.random.default_rng(0).normal(size=(1, 4, 6, 6)).astype(np.float32)}
+    expected = g.run(feeds)[0]
+    model = g.ir()
+    remainder = Float16Remainder()
+    remainder(model)
+    range_node = next(n for n in model.graph if n.op_type == "Range")
+    assert "schema" in remainder.kept_fp32[range_node.name]
+    assert range_node.outputs[0].dtype == ir.DataType.FLOAT
+    relu = next(n for n in model.graph if n.op_type == "Relu")
+    assert relu.outputs[0].dtype == ir.DataType.FLOAT16
+    proto = ir.serde.serialize_model(model)
+    onnx.checker.check_model(proto, full_check=True)
+    np.testing.assert_allclose(make_session(model).run(None, feeds)[0], expected, atol=2e-2)

@@ -3,18 +3,27 @@
 from __future__ import annotations
 
 import numpy as np
+import onnx
+import onnx_ir as ir
 import pytest
 
 from qdqkit.core.qdq import QdqView
 from qdqkit.quantization import quantize
 from qdqkit.translation.api import TranslateOptions, translate_model
-from tests.quantization.float_models import calibration_batches, mobilenet, resnet, yolo
+from tests.quantization.float_models import (
+    calibration_batches,
+    mobilenet,
+    resnet,
+    transformer,
+    yolo,
+)
 
 
-@pytest.mark.parametrize("family", [resnet, yolo, mobilenet])
+@pytest.mark.parametrize("family", [resnet, yolo, mobilenet, transformer])
 def test_fp16_remainder_pairs_share_scales_and_translate(family) -> None:  # type: ignore[no-untyped-def]
     builder = family()
     model = quantize(builder.proto(), calibration_batches(builder, 4), trt="11").model
+    assert model is not None
     view = QdqView(model.graph)
     pairs = 0
     for q in view.quantize_nodes:
@@ -24,5 +33,7 @@ def test_fp16_remainder_pairs_share_scales_and_translate(family) -> None:  # typ
             assert np.array_equal(q_scale.astype(np.float32), dq_scale.astype(np.float32)), q.name
             pairs += 1
     assert pairs
+    # Valid ONNX to the letter: types checked against every operator's schema.
+    onnx.checker.check_model(ir.serde.serialize_model(model), full_check=True)
     translation = translate_model(model, TranslateOptions(), where="quantized")
     assert translation.qdq_left == 0 and translation.qdq_scale_count > 0

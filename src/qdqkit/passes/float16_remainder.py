@@ -6,8 +6,9 @@ stays FP32. Rules (the model must be at opset 19 or later, where Q/DQ take and g
    float16), except nodes kept FP32: normalizations and sums of squares (LayerNormalization,
    Group/InstanceNormalization, Pow, ReduceSumSquare/L2/LogSumExp, a ReduceMean or ReduceSum of
    a Pow or a square), nodes whose calibrated inputs or outputs reach beyond 65504 or whose
-   constants do, nodes with subgraphs, and custom-domain (plugin) nodes. ``kept_fp32`` lists them
-   with the reason.
+   constants do, nodes with subgraphs, custom-domain (plugin) nodes, and nodes whose type
+   constraints in the ONNX operator schema exclude float16 (Range, for one). ``kept_fp32``
+   lists them with the reason.
 2. Where an FP16 and an FP32 node meet, one Cast per tensor and direction joins them. Network
    inputs and outputs keep float32 (a Cast after each input, before each output; output names
    unchanged), so callers feed and read what they did before.
@@ -30,9 +31,12 @@ stays FP32. Rules (the model must be at opset 19 or later, where Q/DQ take and g
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import functools
+from collections.abc import Mapping, Sequence
 
 import numpy as np
+import onnx
+import onnx.defs
 import onnx_ir as ir
 
 from qdqkit.core.names import taken_names, unique_name
@@ -62,7 +66,9 @@ class Float16Remainder(ir.passes.InPlacePass):
         fill_value_types(model)  # every value's type must be known to decide its casts
         taken = taken_names(graph)
         _fp16_exact_scales(graph, taken)
-        keep = {node: why for node in graph if (why := self._fp32_reason(node)) is not None}
+        opset = model.opset_imports.get("", model.opset_imports.get("ai.onnx", 1))
+        keep = {node: why for node in graph
+                if (why := self._fp32_reason(node) or _no_float16_kernel(node, opset)) is not None}
         self.kept_fp32 = {node_label(n): why for n, why in keep.items()}
         float32_qdq = _float32_qdq(graph, taken, keep)
         casts: dict[tuple[ir.Value, ir.DataType], ir.Value] = {}
@@ -122,6 +128,42 @@ class Float16Remainder(ir.passes.InPlacePass):
                 return (f"tensor '{value.name}' reaches {max(-low, high):.6g} in calibration, "
                         "beyond FP16's 65504")
         return None
+
+
+def _no_float16_kernel(node: ir.Node, opset: int) -> str | None:
+    """Why ``node`` cannot be float16 per its ONNX schema at ``opset`` (rule 1), or None."""
+    if node.domain not in ("", "ai.onnx"):
+        return None
+    constraints = _float16_constraints(node.op_type, opset)
+    if constraints is None:
+        return None
+    for values, formal in ((node.inputs, constraints[0]), (node.outputs, constraints[1])):
+        for index, value in enumerate(values):
+            if value is None or _dtype(value) != _F32 or not formal:
+                continue
+            allowed = formal[min(index, len(formal) - 1)]
+            if not allowed:
+                return (f"{node.op_type}: its ONNX schema (opset {opset}) does not allow "
+                        "float16 there")
+    return None
+
+
+@functools.cache
+def _float16_constraints(op_type: str, opset: int
+                         ) -> tuple[tuple[bool, ...], tuple[bool, ...]] | None:
+    """Per formal input and output of the op's schema: whether its type constraint admits
+    float16 (a fixed type, such as Resize's float32 scales, is rule 3's business)."""
+    try:
+        schema = onnx.defs.get_schema(op_type, opset, "")
+    except onnx.defs.SchemaError:
+        return None
+    allowed = {c.type_param_str: "tensor(float16)" in c.allowed_type_strs
+               for c in schema.type_constraints}
+
+    def formal(params: Sequence[onnx.defs.OpSchema.FormalParameter]) -> tuple[bool, ...]:
+        return tuple(allowed.get(p.type_str, True) for p in params)
+
+    return formal(schema.inputs), formal(schema.outputs)
 
 
 def _fp16_exact_scales(graph: ir.Graph, taken: set[str]) -> None:
