@@ -115,7 +115,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def render(result: Any, verbose: bool = False) -> str:
-    from qdqkit.trt.layer_args import format_layer_precisions, trtexec_command
+    from qdqkit.translation.writer import layer_precisions
+    from qdqkit.trt.layer_args import trtexec_command
 
     out = result.outputs
     lines = [
@@ -130,6 +131,10 @@ def render(result: Any, verbose: bool = False) -> str:
         + (f": {', '.join(result.fp16_nodes[:8])}" if result.fp16_nodes else "")
         + (" ..." if len(result.fp16_nodes) > 8 else ""),
     ]
+    if result.fp32_nodes:
+        lines.append(
+            f"  FP32 layers       {len(result.fp32_nodes)} (float32 in the mixed-precision source"
+            f"): {', '.join(result.fp32_nodes[:8])}" + (" ..." if len(result.fp32_nodes) > 8 else ""))
     if verbose and result.unscaled_tensors:
         lines.append(f"  tensors without a scale: {', '.join(result.unscaled_tensors)}")
     for mismatch in result.weight_scale_mismatches[:5]:
@@ -163,6 +168,6 @@ def render(result: Any, verbose: bool = False) -> str:
         f"        {out.layer_arg}",
         "  build it on a device with TensorRT <= 10 (add --useDLACore=0 --allowGPUFallback for DLA):",
         "  " + trtexec_command(str(out.noqdq_model), str(out.calib_cache),
-                               format_layer_precisions(result.fp16_nodes)),
+                               layer_precisions(result.fp16_nodes, result.fp32_nodes)),
     ]
     return "\n".join(lines)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from dataclasses import InitVar, dataclass
+from dataclasses import InitVar, dataclass, field
 from pathlib import Path
 
 import onnx_ir as ir
@@ -121,6 +121,8 @@ class Translation:
     warnings: list[str]
     mixed_readers: list[MixedReaders]
     propagation_hint: PropagationHint | None = None
+    # Nodes a mixed-precision source computes in float32 on purpose (``translation.fp16``).
+    fp32_nodes: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -144,6 +146,7 @@ class TranslateResult:
     seconds: float
     trt_calib_version: str = "8600"
     propagation_hint: PropagationHint | None = None
+    fp32_nodes: list[str] = field(default_factory=list)
 
 
 def translate_model(
@@ -224,6 +227,7 @@ def translate_model(
         warnings=warnings,
         mixed_readers=mixed_readers,
         propagation_hint=hint,
+        fp32_nodes=selection.fp32_nodes,
     )
 
 
@@ -319,7 +323,8 @@ def _translate_file(
         raise QdqkitError(f"{path}: cannot name outputs after a file without a name")
     # verify refuses a bundle checked against another model than the one it came from.
     model.metadata_props[SOURCE_KEY] = file_sha256(path)
-    write_outputs(paths, model, translation.scales, translation.fp16_nodes, version, (path,))
+    write_outputs(paths, model, translation.scales, translation.fp16_nodes, version, (path,),
+                  fp32_nodes=translation.fp32_nodes)
     return TranslateResult(
         input=str(path),
         outputs=paths,
@@ -340,4 +345,5 @@ def _translate_file(
         seconds=time.perf_counter() - start,
         trt_calib_version=version,
         propagation_hint=translation.propagation_hint,
+        fp32_nodes=translation.fp32_nodes,
     )

@@ -6,6 +6,12 @@ rather than leaving the choice to the builder. Constant-derived and non-float te
 indices, masks) never need a scale and are skipped, and so are readers that write no float (Shape,
 a Cast to int64): only layers that compute in float are listed. Names are unique and non-empty.
 
+A model that is already mixed precision (it holds float16 tensors, as a TensorRT 11 Q/DQ model with
+an FP16 remainder does) computes some nodes in float32 on purpose, for range: a node writing only
+float32 there is listed FP32 instead (``fp32_nodes``), and its unscaled float32 tensors are not
+counted as FP16 ones. Cast nodes convert and are listed as before. Without float16 tensors, or
+without known types, nothing changes.
+
 With ``add_unary``, a Conv output that feeds only one two-input Add whose *other* input has a real
 scale gets scale 1.0 instead (the DLA compiler then fuses Conv+Add in INT8); never both Add inputs.
 """
@@ -30,6 +36,7 @@ _NON_FLOAT_OPS = frozenset({
 class Fp16Selection:
     nodes: list[str] = field(default_factory=list)
     unscaled_tensors: list[str] = field(default_factory=list)
+    fp32_nodes: list[str] = field(default_factory=list)
     unary_tensors: list[str] = field(default_factory=list)
 
 
@@ -85,10 +92,26 @@ def _unary_candidate(value: ir.Value, scales: ScaleTable) -> bool:
     return entry is not None and entry.origin is not ScaleOrigin.UNARY
 
 
+def _mixed_precision(graph: ir.Graph) -> bool:
+    """Whether the graph computes some tensors in float16 (its float32 nodes are then chosen)."""
+    values = [*graph.inputs, *graph.initializers.values(),
+              *(out for node in graph for out in node.outputs)]
+    return any(v.dtype == ir.DataType.FLOAT16 for v in values)
+
+
+def _explicit_fp32(node: ir.Node) -> bool:
+    """A node of a mixed-precision graph that writes float32 and only float32 floats."""
+    floats = [out for out in node.outputs if out.dtype in FLOAT_TYPES]
+    return node.op_type != "Cast" and bool(floats) and all(
+        out.dtype == ir.DataType.FLOAT for out in floats)
+
+
 def select_fp16_nodes(graph: ir.Graph, scales: ScaleTable, add_unary: bool = False) -> Fp16Selection:
     constant, non_float = _classify(graph)
     selection = Fp16Selection()
     listed: dict[str, None] = {}
+    fp32: dict[str, None] = {}
+    mixed = _mixed_precision(graph)
     candidates = list(graph.inputs) + [out for node in graph for out in node.outputs]
     for value in candidates:
         if value in scales or value in constant or value in non_float:
@@ -99,10 +122,17 @@ def select_fp16_nodes(graph: ir.Graph, scales: ScaleTable, add_unary: bool = Fal
             scales.set(value, 1.0, ScaleOrigin.UNARY, "Conv feeding Add: DLA unary scale")
             selection.unary_tensors.append(value.name or "")
             continue
+        producer = value.producer()
+        if mixed and producer is not None and _explicit_fp32(producer):
+            fp32.setdefault(producer.name or "", None)
+            continue  # a float32 tensor of a float32 node: not an FP16 one
         selection.unscaled_tensors.append(value.name or "")
         for use in value.uses():
             name = use.node.name
-            if name and name not in listed and _computes_in_float(use.node, non_float):
+            if mixed and _explicit_fp32(use.node):
+                fp32.setdefault(name or "", None)
+            elif name and name not in listed and _computes_in_float(use.node, non_float):
                 listed[name] = None
     selection.nodes = list(listed)
+    selection.fp32_nodes = [name for name in fp32 if name and name not in listed]
     return selection

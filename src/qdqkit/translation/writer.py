@@ -47,12 +47,24 @@ class OutputPaths:
         return (self.noqdq_model, self.precision_config, self.calib_cache, self.layer_arg)
 
 
-def format_precision_config(scales: Mapping[str, float], fp16_nodes: Sequence[str]) -> str:
+def format_precision_config(scales: Mapping[str, float], fp16_nodes: Sequence[str],
+                            fp32_nodes: Sequence[str] = ()) -> str:
+    """The JSON config; ``fp32_nodes`` (a mixed-precision source's float32 nodes) is a key of its
+    own after the reference's two, present only when there are some."""
     for name, scale in scales.items():
         if not (math.isfinite(scale) and scale > 0):
             raise OutputError(f"tensor '{name}' would get scale {scale}; refusing to write it")
-    document = {"int8_tensor_scales": dict(scales), "fp16_nodes": list(fp16_nodes)}
+    document: dict[str, object] = {"int8_tensor_scales": dict(scales),
+                                   "fp16_nodes": list(fp16_nodes)}
+    if fp32_nodes:
+        document["fp32_nodes"] = list(fp32_nodes)
     return json.dumps(document, indent=4, allow_nan=False)
+
+
+def layer_precisions(fp16_nodes: Sequence[str], fp32_nodes: Sequence[str] = ()) -> str:
+    """``--layerPrecisions``: the FP16 layers, then any float32 ones of a mixed-precision source."""
+    parts = [format_layer_precisions(fp16_nodes), format_layer_precisions(fp32_nodes, "fp32")]
+    return ",".join(part for part in parts if part)
 
 
 def write_outputs(
@@ -62,10 +74,12 @@ def write_outputs(
     fp16_nodes: Sequence[str],
     calib_version: str,
     protected: tuple[Path, ...],
+    *,
+    fp32_nodes: Sequence[str] = (),
 ) -> None:
-    config = format_precision_config(scales, fp16_nodes)
+    config = format_precision_config(scales, fp16_nodes, fp32_nodes)
     cache = format_calib_cache(scales, calib_version)
-    layer_arg = format_layer_precisions(fp16_nodes)
+    layer_arg = layer_precisions(fp16_nodes, fp32_nodes)
     with output_set(protected) as outputs:
         stage_model(outputs, model, paths.noqdq_model)
         outputs.stage_text(paths.precision_config, config)
