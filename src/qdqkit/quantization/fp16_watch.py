@@ -9,7 +9,7 @@ predictor forms for the float model (``trt.predict.fusion``, as placement does):
    (a Conv/Gemm/MatMul and its BatchNormalization/bias/activation epilogue, and the residual Add
    the predictor fuses into it), the tensor is not a quantization point, and no node of the block
    holds a float constant beyond FP16 (such a node is kept FP32 on its own, which would split the
-   layer). Every other float tensor is watched, as before.
+   layer). Every other float tensor is watched.
    The Add's input from its own block stays interior once Q/DQ are inserted: the predictor picks
    the Add's owner on the float model (C5), placement puts Q/DQ only on the other (skip) input,
    and ``settle`` re-places the same float model, so no round puts a Q/DQ on that input. A DQ or
