@@ -13,6 +13,7 @@ median CPU seconds of the run's child process (all threads, start-up included), 
 other work moves far less than wall time.
 
     python benchmarks/bench_quantize.py [--samples 64] [--rss-samples 512] [--skip-ort] [--repeat 1]
+        [--methods max,percentile,entropy,mse,auto]
 """
 
 from __future__ import annotations
@@ -90,6 +91,8 @@ def main() -> None:
     parser.add_argument("--skip-ort", action="store_true", help="leave out onnxruntime")
     parser.add_argument("--repeat", type=int, default=1,
                         help="paired runs per mode; the median ratio is reported")
+    parser.add_argument("--methods", default=",".join(METHODS),
+                        help=f"comma-separated qdqkit methods to run (default {','.join(METHODS)})")
     parser.add_argument("--child")
     parser.add_argument("--model")
     parser.add_argument("--folder")
@@ -103,7 +106,11 @@ def main() -> None:
         # Each run is paired with a floor measured just before it, and the ratio is to that floor:
         # on a shared machine the load drifts within minutes, and a ratio to one early floor
         # would measure the drift.
-        modes = [*METHODS, *(() if args.skip_ort else (f"ort-{m}" for m in ORT_METHODS))]
+        methods = [m for m in args.methods.split(",") if m]
+        unknown = [m for m in methods if m not in METHODS]
+        if unknown:
+            parser.error(f"unknown method '{unknown[0]}': use {', '.join(METHODS)}")
+        modes = [*methods, *(() if args.skip_ort else (f"ort-{m}" for m in ORT_METHODS))]
         for mode in modes:
             pairs = []
             for _ in range(max(1, args.repeat)):

@@ -74,6 +74,23 @@ def test_opset_conversion_without_weight_bytes_equals_the_converter() -> None:
         expected = version_converter.convert_version(onnx.load_from_string(before), 19)
         assert converted.SerializeToString() == expected.SerializeToString()
         assert any(len(t.raw_data) > 1024 for t in converted.graph.initializer)
+        # In place: the caller's own message becomes the same converted model.
+        adopted = onnx.load_from_string(before)
+        assert upgrade_opset(adopted, "m.onnx", 19, in_place=True) is adopted
+        assert adopted.SerializeToString() == expected.SerializeToString()
+
+
+def test_a_failed_conversion_in_place_leaves_the_model_as_it_was() -> None:
+    # ImageScaler has no conversion past opset 9; the conv's weight is held aside meanwhile.
+    g = GraphBuilder("blocked", seed=0, opset=8)
+    x = g.input("x", [1, 3, 8, 8])
+    scaled = g.node("ImageScaler", [x], name="preprocess", scale=1.0, bias=[0.0, 0.0, 0.0])
+    g.output(g.conv(scaled, 3, 16, weight="float"), [1, 16, 8, 8])
+    model = g.proto()
+    before = model.SerializeToString()
+    with pytest.raises(QdqkitError, match="cannot be converted"):
+        upgrade_opset(model, "m.onnx", 19, in_place=True)
+    assert model.SerializeToString() == before
 
 
 def test_look_ahead_gives_the_scales_of_one_batch_at_a_time(monkeypatch) -> None:  # type: ignore[no-untyped-def]

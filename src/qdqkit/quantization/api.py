@@ -101,11 +101,11 @@ def quantize(
         raise QdqkitError(f"{out_path}: the output must be an .onnx file")
     refuse_quantized(ir.from_proto(proto), where)
     warnings: list[str] = []
-    proto = upgrade_opset(proto, where)
+    proto = upgrade_opset(proto, where, in_place=True)  # ``proto`` is our own copy
     fp16 = trt == "11" and high_precision == "fp16" and target == "gpu"
     if fp16 and default_opset(proto) < FP16_OPSET:
         try:
-            proto = upgrade_opset(proto, where, FP16_OPSET)
+            proto = upgrade_opset(proto, where, FP16_OPSET, in_place=True)
         except QdqkitError as exc:
             fp16 = False
             warnings.append(f"the float remainder stays FP32: {exc}")

@@ -6,11 +6,16 @@ epilogue on the accumulator and writes only the layer's output. Rules, on the bl
 predictor forms for the float model (``trt.predict.fusion``, as placement does):
 
 1. A float tensor is interior when its producer and its single reader are in one weighted block
-   (a Conv/Gemm/MatMul and its BatchNormalization/bias/activation epilogue), the reader is not the
-   block's residual Add (which input the Add fuses on may change once Q/DQ are inserted), the
-   tensor is not a quantization point, and no node of the block holds a float constant beyond
-   FP16 (such a node is kept FP32 on its own, which would split the layer). Every other float
-   tensor is watched, as before.
+   (a Conv/Gemm/MatMul and its BatchNormalization/bias/activation epilogue, and the residual Add
+   the predictor fuses into it), the tensor is not a quantization point, and no node of the block
+   holds a float constant beyond FP16 (such a node is kept FP32 on its own, which would split the
+   layer). Every other float tensor is watched.
+   The Add's input from its own block stays interior once Q/DQ are inserted: the predictor picks
+   the Add's owner on the float model (C5), placement puts Q/DQ only on the other (skip) input,
+   and ``settle`` re-places the same float model, so no round puts a Q/DQ on that input. A DQ or
+   a remainder Cast on the skip only takes that input out of the running; the owner's chain has
+   nothing inserted inside it (the remainder decides a block whole, rule 2). So every round's
+   model fuses the Add on the same input, which TensorRT never writes.
 2. An interior tensor is not observed: onnxruntime can then fuse its producer and reader too.
    Its range for the remainder is the hull of the observed ranges of the block's boundary tensors
    (its outside data inputs and its output, quantization points included), so a block whose
@@ -90,7 +95,7 @@ def _interior_block(
     block = block_of.get(producer)
     if block is None or block.weighted is None or block_of.get(reader) is not block:
         return None
-    if reader is block.residual_add or not _fp16_constants(block):
+    if not _fp16_constants(block):
         return None
     return block
 

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 
 import onnx
 import onnx_ir as ir
+from google.protobuf.message import Message
 
 from qdqkit.core.activations import ORT_DOMAINS
 from qdqkit.core.errors import QdqkitError
@@ -53,8 +54,13 @@ def refuse_quantized(model: ir.Model, where: str) -> None:
         )
 
 
-def upgrade_opset(proto: onnx.ModelProto, where: str, minimum: int = MIN_OPSET) -> onnx.ModelProto:
-    """``proto`` at opset ``minimum`` or more (rule 2); returns it unchanged when already there."""
+def upgrade_opset(proto: onnx.ModelProto, where: str, minimum: int = MIN_OPSET, *,
+                  in_place: bool = False) -> onnx.ModelProto:
+    """``proto`` at opset ``minimum`` or more (rule 2); returns it unchanged when already there.
+
+    With ``in_place`` (a caller that has no further use for the original) the converted model is
+    usually ``proto`` itself with the converter's graph put around its own weights, so no weight
+    is copied; a failed conversion leaves ``proto`` as it was."""
     version = default_opset(proto)
     if version >= minimum:
         return proto
@@ -72,6 +78,8 @@ def upgrade_opset(proto: onnx.ModelProto, where: str, minimum: int = MIN_OPSET) 
             f"{where}: opset {version} cannot be converted to {minimum}: {reason}; re-export the "
             f"model at opset {minimum} or later"
         ) from None
+    if in_place and _adopt_conversion(proto, converted, weights):
+        return proto
     _restore_weight_bytes(converted, weights)
     return converted
 
@@ -92,26 +100,70 @@ def _without_weight_bytes(
 ) -> tuple[onnx.ModelProto, dict[str, onnx.TensorProto]]:
     """A copy of ``proto`` whose large initializers are external references to nowhere, and the
     original initializers by name. Graph, shapes and types are unchanged, so conversion is too.
-    (Protobuf-level copies only: reading ``raw_data`` into Python would copy every weight.)"""
+    (Protobuf-level copies of everything but the weights' bytes, which are never copied.)"""
     stripped = onnx.ModelProto()
-    stripped.CopyFrom(proto)
-    originals = {t.name: t for t in proto.graph.initializer if t.name}
+    _copy_fields(proto, stripped, skip="graph")
+    _copy_fields(proto.graph, stripped.graph, skip="initializer")
     weights: dict[str, onnx.TensorProto] = {}
-    for tensor in stripped.graph.initializer:
-        if (tensor.name in originals and tensor.name not in weights
+    for tensor in proto.graph.initializer:
+        copy = stripped.graph.initializer.add()
+        if (tensor.name and tensor.name not in weights
                 and tensor.data_location != onnx.TensorProto.EXTERNAL
                 and tensor.HasField("raw_data") and math.prod(tensor.dims) >= _STRIP_MIN_ELEMENTS):
-            weights[tensor.name] = originals[tensor.name]
-            tensor.ClearField("raw_data")
-            tensor.data_location = onnx.TensorProto.EXTERNAL
-            tensor.external_data.add(key="location", value=_STRIPPED)
+            weights[tensor.name] = tensor
+            _copy_fields(tensor, copy, skip="raw_data")
+            copy.data_location = onnx.TensorProto.EXTERNAL
+            copy.external_data.add(key="location", value=_STRIPPED)
+        else:
+            copy.CopyFrom(tensor)
     return stripped, weights
+
+
+def _copy_fields(source: Message, target: Message, skip: str) -> None:
+    """Every field set in ``source`` but ``skip`` into the empty message ``target``."""
+    for field, value in source.ListFields():
+        if field.name == skip:
+            continue
+        if isinstance(value, Message):
+            getattr(target, field.name).CopyFrom(value)
+        elif isinstance(value, (bytes, str, int, float)):
+            setattr(target, field.name, value)
+        else:  # a repeated field (its descriptor's spelling of that varies across protobufs)
+            getattr(target, field.name).extend(value)
+
+
+def _is_stripped(tensor: onnx.TensorProto) -> bool:
+    return any(e.key == "location" and e.value == _STRIPPED for e in tensor.external_data)
 
 
 def _restore_weight_bytes(proto: onnx.ModelProto, weights: dict[str, onnx.TensorProto]) -> None:
     for tensor in proto.graph.initializer:
-        if any(e.key == "location" and e.value == _STRIPPED for e in tensor.external_data):
+        if _is_stripped(tensor):
             tensor.CopyFrom(weights[tensor.name])
+
+
+def _adopt_conversion(proto: onnx.ModelProto, converted: onnx.ModelProto,
+                      weights: dict[str, onnx.TensorProto]) -> bool:
+    """Make ``proto`` what ``_restore_weight_bytes`` would make ``converted``, keeping its own
+    weight messages in place; False (``proto`` untouched) when the converter changed which
+    initializers there are or their order."""
+    mine, theirs = proto.graph.initializer, converted.graph.initializer
+    if len(mine) != len(theirs) or any(
+            a.name != b.name or (_is_stripped(b) and b.name not in weights)
+            for a, b in zip(mine, theirs, strict=True)):
+        return False
+    for tensor, new in zip(mine, theirs, strict=True):
+        if not _is_stripped(new):
+            tensor.CopyFrom(new)
+    for field in proto.graph.DESCRIPTOR.fields:
+        if field.name != "initializer":
+            proto.graph.ClearField(field.name)
+    _copy_fields(converted.graph, proto.graph, skip="initializer")
+    for field in proto.DESCRIPTOR.fields:
+        if field.name != "graph":
+            proto.ClearField(field.name)
+    _copy_fields(converted, proto, skip="graph")
+    return True
 
 
 def _blocking_op(proto: onnx.ModelProto, message: str) -> str:
