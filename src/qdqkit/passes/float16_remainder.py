@@ -224,9 +224,11 @@ def _requantize_weight(graph: ir.Graph, taken: set[str], dq: ir.Node, before: np
     zero = dq.inputs[2] if len(dq.inputs) > 2 else None
     if zero is not None and (zero.const_value is None or np.any(zero.const_value.numpy() != 0)):
         return  # an asymmetric weight: not one TensorRT takes; leave it as it is
-    ints = np.asarray(data.const_value.numpy())
     old_s = before.astype(np.float64)
     new_s = np.asarray(scale.const_value.numpy(), np.float64)
+    if np.all(np.abs(old_s / new_s - 1.0) * 127 < 0.5):
+        return  # |q| <= 127 moves by under half a step: every integer stays as it is
+    ints = np.asarray(data.const_value.numpy())
     if old_s.ndim == 1 and ints.ndim:
         axis = dq.attributes["axis"].as_int() if "axis" in dq.attributes else 1
         shape = [1] * ints.ndim
