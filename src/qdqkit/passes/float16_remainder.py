@@ -18,13 +18,13 @@ stays FP32. Rules (the model must be at opset 19 or later, where Q/DQ take and g
    with those four kept float32 (their own type since opset 15): TensorRT folds them into the
    conv before it, so only they, not the activations, need the range.
 5. Q/DQ take the type of the float side they touch, so no Cast stands between a layer and its
-   Q/DQ (TensorRT fuses Q/DQ into a layer, not through a Cast): a Q reading a network input stays
-   float32 (its DQ writes float16 for FP16 readers; the Q is the input's own Reformat, B8), and a
-   DQ read by nodes kept FP32 writes float32 (a float32 twin serves them when it has FP16 readers too), so a
-   weighted op kept FP32 for its range still reads its DQs and runs INT8.
+   Q/DQ (TensorRT fuses Q/DQ into a layer, not through a Cast): a Q reading a network input (its
+   own Reformat, B8) or a node kept FP32 stays float32, its DQ writing float16 for FP16 readers;
+   a DQ read by nodes kept FP32 writes float32 (a float32 twin serves them when it has FP16
+   readers too), so a weighted op kept FP32 for its range still reads its DQs and runs INT8.
 6. Before anything is converted, every constant float32 Q/DQ scale becomes a value float16 holds
    exactly (rounded to nearest, and at least float16's smallest positive value, since a scale of
-   0 is invalid): a Q that stays float32 (rule 2, or kept FP32) and its float16 DQ then carry one
+   0 is invalid): a Q that stays float32 (rule 5) and its float16 DQ then carry one
    scale, as a Q/DQ pair must, and a tiny scale does not vanish. An int8 weight is re-rounded to
    its DQ's new scale, so it still holds the weight's nearest integers.
 """
