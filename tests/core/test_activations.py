@@ -165,3 +165,33 @@ def test_a_single_nan_anywhere_is_found_by_the_reduction(position: int) -> None:
     ranges = next(runner.run_reduced([{"x": pixels}]))
     with pytest.raises(QdqkitError, match="tensor 'logged' has NaN or infinite"):
         TensorObserver("logged", histogram=False).update(ranges["logged"])
+
+
+def test_a_sum_that_overflows_on_finite_values_is_rechecked_exactly() -> None:
+    """Values near float32's limit make the plain-sum NaN test overflow: the batch is reduced
+    again with the exact ``x - x`` test, so huge finite values pass and a NaN among them does
+    not."""
+    from qdqkit.core.observers import TensorRange
+    from qdqkit.examples.graph import GraphBuilder
+
+    g = GraphBuilder("huge", opset=17)
+    x = g.input("x", [1, 4096])
+    big = g.const(np.array(1e35, np.float32), "big")
+    g.node("Relu", [g.node("Mul", [x, big], name="scale", out="huge")], name="relu", out="r")
+    g.output("r")
+    runner = ActivationRunner(g.proto(), ["huge"], ranges_only=["huge"])
+    values = np.full((1, 4096), 3.0, np.float32)  # 3e35 each: the sum overflows to +inf
+    assert float(np.finfo(np.float32).max) < 3e35 * 4096
+    got = next(runner.run_reduced([{"x": values}]))["huge"]
+    assert isinstance(got, TensorRange)
+    assert got.finite and got.maximum == float(np.float32(3.0) * np.float32(1e35))
+    assert runner._rechecker is not None
+    values[0, 100] = np.nan
+    got = next(runner.run_reduced([{"x": values}]))["huge"]
+    assert isinstance(got, TensorRange) and not got.finite
+    # Ordinary values never need the second session.
+    plain = ActivationRunner(g.proto(), ["huge"], ranges_only=["huge"])
+    small = np.full((1, 4096), 1e-3, np.float32)
+    small[0, 7] = np.nan
+    assert not next(plain.run_reduced([{"x": small}]))["huge"].finite  # type: ignore[union-attr]
+    assert plain._rechecker is None

@@ -182,6 +182,13 @@ def test_images_are_resized_normalized_and_laid_out(tmp_path: Path) -> None:
     assert resized[0]["x"].shape == (1, 3, 8, 8)
 
 
+def test_an_image_size_the_model_does_not_take_names_the_size_it_does(tmp_path: Path) -> None:
+    _write_images(tmp_path / "images", 1)
+    model = conv_relu_model(size=8)
+    message = _error(tmp_path / "images", model, preprocess=Preprocess(size=(8, 6)))
+    assert "the size 8x6 does not match model input 'x'" in message
+    assert "use size=8x8" in message and "\n" not in message
+
 def test_unreadable_images_and_missing_pillow_are_one_line_errors(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

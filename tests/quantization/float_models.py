@@ -27,6 +27,10 @@ def _cbr(g: GraphBuilder, x: str, cin: int, cout: int, k: int = 3, stride: int =
         return g.node("Mul", [y, g.node("Sigmoid", [y])])
     if act == "HardSwish":
         return g.node("HardSwish", [y])
+    if act == "HardSwishMath":  # x * Clip(x + 3, 0, 6) / 6, as Paddle and older exporters write it
+        three, zero, six = (g.const(np.array(v, np.float32)) for v in (3.0, 0.0, 6.0))
+        gate = g.node("Clip", [g.node("Add", [y, three]), zero, six])
+        return g.node("Div", [g.node("Mul", [y, gate]), six])
     return y
 
 
@@ -98,13 +102,14 @@ def yolo(size: int = 64) -> GraphBuilder:
     return g
 
 
-def mobilenet(size: int = 32) -> GraphBuilder:
+def mobilenet(size: int = 32, hardswish: str = "HardSwish") -> GraphBuilder:
+    """``hardswish="HardSwishMath"`` spells each HardSwish as Add, Clip, Mul and Div."""
     g = GraphBuilder("mobilenet_like", seed=3, opset=14)
     x = g.input("images", [1, 3, size, size])
-    x = _cbr(g, x, 3, 16, stride=2, act="HardSwish")
+    x = _cbr(g, x, 3, 16, stride=2, act=hardswish)
     for cin, mid, cout in ((16, 64, 24), (24, 72, 24)):
-        y = _cbr(g, x, cin, mid, 1, act="HardSwish")
-        y = _cbr(g, y, mid, mid, 3, act="HardSwish", group=mid)  # depthwise
+        y = _cbr(g, x, cin, mid, 1, act=hardswish)
+        y = _cbr(g, y, mid, mid, 3, act=hardswish, group=mid)  # depthwise
         se = g.node("GlobalAveragePool", [y])
         se = g.node("Relu", [g.conv(se, mid, 16, 1, weight="float", std=0.2)])
         se = g.node("HardSigmoid", [g.conv(se, 16, mid, 1, weight="float", std=0.2)])

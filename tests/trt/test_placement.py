@@ -14,7 +14,7 @@ import numpy as np
 import onnx_ir as ir
 import pytest
 
-from qdqkit.core.qdq import is_dequantize, is_quantize
+from qdqkit.core.qdq import is_dequantize, is_quantize, node_label
 from qdqkit.linting import lint
 from qdqkit.quantization import quantize
 from qdqkit.rules import rule
@@ -67,6 +67,36 @@ def test_cnn_families_lint_clean_with_only_the_input_reformat(family, trt: str) 
     assert _placement_warnings(result) == {}
     assert result.engine.reformats == 1  # the network input's Q (B8), nothing else
     assert result.int8_mac_share == 1.0
+
+
+def test_a_hardswish_written_as_arithmetic_is_one_int8_pointwise_layer() -> None:
+    """x * Clip(x + 3, 0, 6) / 6 after a conv: one PointWise layer in TensorRT's engines (C8), so
+    Q/DQ go on its input and output only, never between its Add, Clip, Mul and Div."""
+    result = _quantized(mobilenet(hardswish="HardSwishMath"), "11")
+    assert result.lint_errors == 0 and _placement_warnings(result) == {}
+    assert result.engine.reformats == 1 and result.int8_mac_share == 1.0
+    model = result.model
+    assert model is not None
+    inner = {"Add", "Clip", "Mul", "Div"}
+    for q in (n for n in model.graph if is_quantize(n)):
+        producer = q.inputs[0].producer()
+        readers = {u.node.op_type for dq in (u.node for u in q.outputs[0].uses())
+                   for u in dq.outputs[0].uses()}
+        # A Q after the +3 or the Clip would split the layer; after the Div it feeds a conv.
+        gate = producer is not None and (producer.op_type == "Clip" or (
+            producer.op_type == "Add" and any(v.const_value is not None or (
+                v.producer() is not None and v.producer().op_type == "Constant")
+                for v in producer.inputs)))
+        assert not gate, node_label(q)
+        if producer is not None and producer.op_type == "Div":
+            assert readers <= {"Conv", "GlobalAveragePool", "Mul"}
+    engine = lint(ir.from_proto(ir.serde.serialize_model(model)), trt="11").engine
+    op_of = {node_label(n): n.op_type for n in model.graph}
+    hardswish = [layer for layer in engine.layers if layer.kind.value == "PointWise"
+                 and inner <= {op_of.get(name) for name in layer.onnx_nodes}]
+    clips = sum(1 for n in model.graph if n.op_type == "Clip")
+    assert clips == 5 and len(hardswish) == clips  # every HardSwish, whole, in one layer
+    assert all(layer.outputs[0].precision.value == "INT8" for layer in hardswish)
 
 
 def test_resnet_quantizes_skip_branches_only_and_the_pool() -> None:

@@ -206,7 +206,8 @@ class DataArgs(ArgGroup[DataOptions]):
                            "(seeded samples sized and ranged from the model)")
         group.add_argument("--preprocess", metavar="SPEC",
                            help="images: 'size=224x224,mean=0.485/0.456/0.406,std=0.229/0.224/"
-                           "0.225,order=RGB,layout=NCHW,scale=1/255' (every key optional)")
+                           "0.225,order=RGB,layout=NCHW,scale=1/255' (every key optional; size is height x "
+                           "width, by default the model's)")
         group.add_argument("--shapes", action="append", default=[], metavar="SHAPES",
                            help="shapes of random inputs with dynamic dimensions, trtexec's "
                            "spelling: name:1x3x640x640,other:1x10")

@@ -76,9 +76,11 @@ def _geometry(model_input: ModelInput, spec: Preprocess) -> tuple[int, int, int]
     if spec.size is not None:
         want_h, want_w = spec.size
         if (height not in (None, want_h)) or (width not in (None, want_w)):
+            fits = f"{height or want_h}x{width or want_w}"
             raise QdqkitError(
                 f"images: the size {want_h}x{want_w} does not match model input "
-                f"'{model_input.name}' {model_input.shape_text()} ({spec.layout})"
+                f"'{model_input.name}' {model_input.shape_text()} ({spec.layout}); sizes are "
+                f"height x width: use size={fits} or leave size out"
             )
         height, width = want_h, want_w
     if height is None or width is None:

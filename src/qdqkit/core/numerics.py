@@ -49,6 +49,7 @@ _KEEP_CASTS = ["RemoveDuplicateCastTransformer", "CastElimination", "CastFloat16
 def make_session(
     model: ir.Model | bytes | str | os.PathLike[str], *, threads: int = 0,
     optimize: bool = False, spin: bool = True, layout: bool = False,
+    reductions_early: bool = False,
 ) -> Any:
     """An onnxruntime CPU session with every graph optimization disabled, or float-only ones.
 
@@ -63,7 +64,10 @@ def make_session(
     spinning between operators: for a few long runs on a shared machine it saves CPU time and,
     when other work competes for the cores, wall time too. ``layout`` (with ``optimize``) adds
     the layout optimizations (NCHWc convolutions), as a default session has them: for float runs
-    whose values are observed, not compared with another session's.
+    whose values are observed, not compared with another session's. ``reductions_early`` runs
+    the nodes in onnxruntime's priority-based order, which places each node soon after its
+    inputs: a graph whose many observed tensors each feed a small reduction then frees them one
+    by one instead of holding them all until the run's end.
     """
     import onnxruntime as ort
 
@@ -81,6 +85,8 @@ def make_session(
             options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     if not spin:
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    if reductions_early:
+        options.execution_order = ort.ExecutionOrder.PRIORITY_BASED
     if threads:
         options.intra_op_num_threads = threads
     source: bytes | str

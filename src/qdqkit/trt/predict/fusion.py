@@ -10,7 +10,8 @@
    that arrives through DQ is the residual; if both are plain convolution chains the later one takes
    the Add (it runs last and reads the other). The Add stays alone when the chain already holds an
    activation (Conv-SiLU-Add: C6), when the shapes broadcast, or when no input is a conv chain.
-3. Remaining adjacent pointwise ops fuse into one PointWise block; everything else is one block.
+3. Remaining adjacent pointwise ops fuse into one PointWise block, a DAG that only reads its own
+   inputs and results included (a decomposed HardSwish); everything else is one block.
 Constants and shape arithmetic fold away; Q/DQ nodes are decided later by the precision walk.
 """
 
@@ -254,6 +255,32 @@ def _foldable_pad(facts: GraphFacts, value: ir.Value | None) -> ir.Node | None:
     return pad
 
 
+def _pointwise_block(
+    facts: GraphFacts, node: ir.Node, block_of: dict[ir.Node, Block],
+    owners: dict[ir.Node, tuple[ir.Node, ir.Value]],
+) -> Block:
+    """Rule 3: ``node`` and the pointwise ops after it, each the single reader of the previous
+    one's output, as one PointWise layer (C8). A reader may also read constants and the tensors
+    the block already reads or computes, so a pointwise DAG is one layer too: ``x * Clip(x + 3,
+    0, 6) / 6`` (a decomposed HardSwish) and ``x * Sigmoid(x)`` left outside a conv each run as a
+    single PWN kernel in TensorRT's engines, never as two (PaddleOCR issue 9981 lists a
+    TensorRT 8 engine's ``PWN(PWN(Activation), hard_swish)`` layers after each conv)."""
+    block = Block(nodes=[node])
+    value = node.outputs[0]
+    known = {v for v in node.inputs if v is not None} | {value}
+    reader = _single_reader(value)
+    while (
+        reader is not None and reader.op_type in POINTWISE and is_default_domain(reader)
+        and reader not in block_of and reader not in owners
+        and all(v is None or v in known or facts.is_constant(v) for v in reader.inputs)
+    ):
+        block.nodes.append(reader)
+        value = reader.outputs[0]
+        known.add(value)
+        reader = _single_reader(value)
+    return block
+
+
 def _weighted_block(
     facts: GraphFacts, node: ir.Node, owners: dict[ir.Node, tuple[ir.Node, ir.Value]]
 ) -> Block:
@@ -315,17 +342,7 @@ def form_blocks(facts: GraphFacts) -> tuple[list[Block], dict[ir.Node, Block]]:
         if node in facts.weighted:
             block = _weighted_block(facts, node, owners)
         elif node.op_type in POINTWISE and is_default_domain(node):
-            block = Block(nodes=[node])
-            value = node.outputs[0]
-            reader = _single_reader(value)
-            while (
-                reader is not None and reader.op_type in POINTWISE and is_default_domain(reader)
-                and reader not in block_of and reader not in owners
-                and all(v is value or facts.is_constant(v) for v in reader.inputs)
-            ):
-                block.nodes.append(reader)
-                value = reader.outputs[0]
-                reader = _single_reader(value)
+            block = _pointwise_block(facts, node, block_of, owners)
         else:
             block = Block(nodes=[node])
         blocks.append(block)
