@@ -74,6 +74,21 @@ def test_the_bad_layer_ranks_first_in_both_views_and_gains_most(bad: tuple) -> N
     assert what.int8_macs_lost == 8 * 8 * 9 * 16 * 16 and what.reformats_added >= 1
 
 
+def test_the_fallback_list_is_also_measured_by_prefixes_run_together(bad: tuple) -> None:
+    _f, _q, _d, result = bad
+    assert len(result.fallback) == len(result.nodes) == 6  # every quantized node gains
+    steps = result.fallback_steps
+    assert [s.nodes for s in steps] == [2, 4, 6]
+    # All of them FP16 together is the float model again: only float rounding is left.
+    assert steps[-1].output_snr_db > 100
+    # Every INT8 MAC leaves INT8, as many as the nodes lose one by one.
+    singles = sum(result.node(name).what_if.int8_macs_lost for name in result.fallback)
+    assert steps[-1].int8_macs_lost == singles > 0
+    first_two = steps[0]
+    best = result.node(result.fallback[0]).what_if
+    assert first_two.output_snr_db >= best.output_snr_db - 1.0
+
+
 def test_numbers_match_plain_onnxruntime_runs_with_the_tensors_exposed(bad: tuple) -> None:
     fpath, qpath, data, result = bad
     samples = np.load(data)
@@ -93,12 +108,16 @@ def test_numbers_match_plain_onnxruntime_runs_with_the_tensors_exposed(bad: tupl
     argmax = np.mean([np.argmax(f[2]) == np.argmax(q[2]) for f, q in zip(floats, quants,
                                                                            strict=True)])
     assert out.argmax_agreement == pytest.approx(argmax)
-    # Layer-wise: the Q/DQ model's own subgraph from the bad tensor to the conv output, fed the
+    # Layer-wise: the Q/DQ model's own subgraph from the bad tensor to where the conv's fused
+    # layer ends (its BatchNormalization; the residual Add reads another branch too), fed the
     # float model's tensor (onnx.utils.extract_model, run in onnxruntime).
+    end = next(n.output[0] for n in onnx.load(qpath).graph.node if n.name == "body2_bn")
     sub = qpath.parent / "sub.onnx"
-    onnx.utils.extract_model(str(qpath), str(sub), [BAD_TENSOR], ["body2_out"])
-    local = [_exposed(sub, {BAD_TENSOR: f[0]}, ["body2_out"])[0] for f in floats]
-    assert row.local.snr_db == pytest.approx(_snr([f[1] for f in floats], local), abs=0.01)
+    onnx.utils.extract_model(str(qpath), str(sub), [BAD_TENSOR], [end])
+    local = [_exposed(sub, {BAD_TENSOR: f[0]}, [end])[0] for f in floats]
+    float_ends = [_exposed(fpath, {"x": samples[i:i + 1]}, [end])[0]
+                  for i in range(len(samples))]
+    assert row.local.snr_db == pytest.approx(_snr(float_ends, local), abs=0.01)
     # The tensor's own rounding and clipping, by the ONNX reference implementation of Q -> DQ.
     model = onnx.load(qpath)
     q = next(n for n in model.graph.node if n.op_type == "QuantizeLinear"
@@ -266,3 +285,66 @@ def test_what_if_counts_int8_macs_at_the_data_shapes_of_a_symbolic_input(tmp_pat
     lost = {row.name: row.what_if.int8_macs_lost for row in result.nodes
             if row.what_if is not None and row.what_if.int8_macs_lost}
     assert lost and all(macs >= 32 * 32 * 9 * 24 * 24 for macs in lost.values())
+
+
+def _depthwise_pair(tmp: Path) -> tuple[Path, Path]:
+    """x -> depthwise Conv -> BatchNormalization -> y, float and with Q/DQ on x and the weight.
+
+    x's channel 0 spans +-0.05 while the others reach +-40, so one per-tensor INT8 scale rounds
+    channel 0 to zero; the BatchNormalization then multiplies channel 0 by 200 and the others by
+    0.1, so the damage the conv's own output hides dominates the layer's output.
+    """
+    from onnx import TensorProto, numpy_helper
+
+    channels = 4
+    weight = np.ones((channels, 1, 3, 3), np.float32) / 9
+    gain = np.array([200.0, 0.1, 0.1, 0.1], np.float32)
+    inits = [numpy_helper.from_array(a, n) for a, n in (
+        (weight, "w"), (gain, "gamma"), (np.zeros(channels, np.float32), "beta"),
+        (np.zeros(channels, np.float32), "mean"), (np.ones(channels, np.float32) - 1e-5, "var"))]
+    conv = helper.make_node("Conv", ["x", "w"], ["conv_out"], name="dw", group=channels,
+                            pads=[1, 1, 1, 1])
+    bn = helper.make_node("BatchNormalization", ["conv_out", "gamma", "beta", "mean", "var"],
+                          ["bn_out"], name="bn", epsilon=1e-5)
+    io = ([helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, channels, 8, 8])],
+          [helper.make_tensor_value_info("bn_out", TensorProto.FLOAT, [1, channels, 8, 8])])
+    fpath, qpath = tmp / "dw_float.onnx", tmp / "dw_quant.onnx"
+    onnx.save(helper.make_model(helper.make_graph([conv, bn], "dw", *io, inits),
+                                opset_imports=[helper.make_opsetid("", 17)]), fpath)
+    w_scale = np.full(channels, float(weight.max()) / 127, np.float32)
+    qinits = [
+        *inits,
+        numpy_helper.from_array(np.array(40.0 / 127, np.float32), "x_scale"),
+        numpy_helper.from_array(np.array(0, np.int8), "x_zero"),
+        numpy_helper.from_array(np.round(weight / w_scale[:, None, None, None]).astype(np.int8),
+                                "w_int8"),
+        numpy_helper.from_array(w_scale, "w_scale"),
+        numpy_helper.from_array(np.zeros(channels, np.int8), "w_zero")]
+    qdq = [helper.make_node("QuantizeLinear", ["x", "x_scale", "x_zero"], ["x_q"], name="x_Q"),
+           helper.make_node("DequantizeLinear", ["x_q", "x_scale", "x_zero"], ["x_dq"],
+                            name="x_DQ"),
+           helper.make_node("DequantizeLinear", ["w_int8", "w_scale", "w_zero"], ["w_dq"],
+                            name="w_DQ", axis=0)]
+    qconv = helper.make_node("Conv", ["x_dq", "w_dq"], ["conv_out"], name="dw", group=channels,
+                             pads=[1, 1, 1, 1])
+    onnx.save(helper.make_model(helper.make_graph([*qdq, qconv, bn], "dw", *io, qinits),
+                                opset_imports=[helper.make_opsetid("", 17)]), qpath)
+    return fpath, qpath
+
+
+def test_layer_wise_error_is_taken_where_the_fused_layer_ends(tmp_path: Path) -> None:
+    fpath, qpath = _depthwise_pair(tmp_path)
+    rng = np.random.default_rng(0)
+    x = rng.uniform(-40, 40, size=(4, 4, 8, 8)).astype(np.float32)
+    x[:, 0] = rng.uniform(-0.05, 0.05, size=(4, 8, 8))
+    np.save(tmp_path / "x.npy", x)
+    result = compare(fpath, qpath, tmp_path / "x.npy", what_if=0, progress=False)
+    row = result.node("dw")
+    # Independent truth: plain onnxruntime runs of both models, compared at the BN output.
+    floats = [_exposed(fpath, {"x": x[i:i + 1]}, ["conv_out", "bn_out"]) for i in range(4)]
+    quants = [_exposed(qpath, {"x": x[i:i + 1]}, ["conv_out", "bn_out"]) for i in range(4)]
+    at_conv = _snr([f[0] for f in floats], [q[0] for q in quants])
+    at_layer_end = _snr([f[1] for f in floats], [q[1] for q in quants])
+    assert at_conv > 30 and at_layer_end < 5  # the conv's output hides what the BN amplifies
+    assert row.local is not None
+    assert row.local.snr_db == pytest.approx(at_layer_end, abs=0.01)

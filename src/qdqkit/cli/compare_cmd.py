@@ -122,6 +122,14 @@ def render(result: Any, top: int = 10) -> str:
         lines += ["", f"what-if FP16, best first (output SNR now {decibels(result.output_snr_db)} dB)",
                   table(rows, ["node", "gain dB", "output SNR dB", "Reformats",
                                "INT8 MACs lost"])]
+    if result.fallback_steps:
+        rows = [[f"first {step.nodes}", f"{step.snr_gain_db:+.2f}", decibels(step.output_snr_db),
+                 "-" if step.reformats_added is None else f"{step.reformats_added:+d}",
+                 "-" if step.int8_macs_lost is None else f"{step.int8_macs_lost:,}"]
+                for step in result.fallback_steps]
+        lines += ["", "what-if FP16 together: the list's first nodes at once (gains do not add up)",
+                  table(rows, ["nodes", "gain dB", "output SNR dB", "Reformats",
+                               "INT8 MACs lost"])]
     if result.unpaired:
         lines += ["", f"{len(result.unpaired)} quantized nodes without a float counterpart: "
                   + ", ".join(result.unpaired[:10])]

@@ -4,7 +4,9 @@ One pass over the data (``core.data``), one batch in memory at a time:
 
 1. the float model runs with every paired tensor exposed; the Q/DQ model runs end to end with its
    quantized tensors, its quantized nodes' outputs and its outputs exposed (graph-wise view);
-2. the layer-wise model (``probes.local_model``) runs on the float model's tensors;
+2. the layer-wise model (``probes.local_model``) runs on the float model's tensors; each node is
+   measured where its fused engine layer ends (``probes.fused_layer_ends``: after its
+   BatchNormalization and activation), as TensorRT computes and writes it;
 3. running sums (``stats``) fold each batch in; nothing of a batch is kept, except the outputs of
    the first ``what_if_samples`` samples, which the what-if pass (``whatif``) compares against.
 
@@ -25,7 +27,7 @@ import onnx
 import onnx_ir as ir
 
 from qdqkit.comparison.pairing import Pairing, QuantizedNode, graph_sketch, pair_models
-from qdqkit.comparison.probes import fresh_copy, local_model
+from qdqkit.comparison.probes import fresh_copy, fused_layer_ends, local_model
 from qdqkit.comparison.result import (
     CompareResult,
     Histogram,
@@ -90,7 +92,7 @@ def compare(
         stream = open_data("random" if data is None else data, qproto, batch=batch,
                            limit=samples, seed=seed)
     session = _Sessions(fmodel, qmodel, qproto, pairing, chosen, fp16)
-    acc = _Accumulators(pairing, class_axis, top_k)
+    acc = _Accumulators(pairing, class_axis, top_k, session.local_points)
     kept: list[tuple[dict[str, np.ndarray], dict[str, np.ndarray], dict[str, np.ndarray]]] = []
     kept_samples = metric_total = 0
     metric_sum = 0.0
@@ -163,15 +165,25 @@ class _Sessions:
         wanted_float |= {pairing.value_pairs[v.name] for n in pairing.nodes
                          for v in _computed_inputs(n) if v.name in pairing.value_pairs}
         self.local = None
+        # Per node: where the layer-wise view measures it, in the Q/DQ and the float model.
+        self.local_points: dict[str, tuple[str, str]] = {}
         if "layer" in views:
             by_node = {n.node: n for n in pairing.nodes if n.float_output}
-            positions = {i: by_node[n].output for i, n in enumerate(qmodel.graph)
-                         if n in by_node}
+            ends = fused_layer_ends(qmodel, pairing.value_pairs)
+            positions: dict[int, str] = {}
+            for i, n in enumerate(qmodel.graph):
+                if n in by_node:
+                    paired = by_node[n]
+                    point = ends.get(n, (paired.output, paired.float_output or ""))
+                    positions[i] = point[0]
+                    self.local_points[paired.name] = point
             self.local = local_model(qproto, positions, pairing.value_pairs,
                                      {s.name: s.float_name for s in pairing.sites.values()
                                       if s.float_name}, upcast=fp16)
             if self.local is not None:
                 wanted_float |= set(self.local.feeds.values())
+                wanted_float |= {f for q, f in self.local_points.values()
+                                 if q in self.local.outputs}
         def folded() -> onnx.ModelProto:
             # Weights dequantized once: the same values, without the per-run Q/DQ of every weight.
             return ir.serde.serialize_model(fresh_copy(qproto, upcast=fp16, fold_weights=True))
@@ -230,8 +242,10 @@ def _computed_inputs(node: QuantizedNode) -> list[ir.Value]:
 
 
 class _Accumulators:
-    def __init__(self, pairing: Pairing, class_axis: int, top_k: int) -> None:
+    def __init__(self, pairing: Pairing, class_axis: int, top_k: int,
+                 local_points: Mapping[str, tuple[str, str]]) -> None:
         self.pairing = pairing
+        self.local_points = local_points
         self.errors: dict[str, Error] = {}  # quant tensor -> error vs its float pair
         self.site_graph: dict[str, Error] = {}  # DQ output vs float tensor
         self.site_local: dict[str, Error] = {}  # DQ(Q(float)) vs float tensor
@@ -272,8 +286,10 @@ class _Accumulators:
                     if paired in fvals and value.name in qvals:
                         self._err(self.errors, f"in:{value.name}").add(
                             fvals[paired], qvals[value.name], value.name)
-            if node.output in lvals:
-                self._err(self.node_local, node.name).add(reference, lvals[node.output],
+            local_output, float_end = self.local_points.get(
+                node.name, (node.output, node.float_output))
+            if local_output in lvals and float_end in fvals:
+                self._err(self.node_local, node.name).add(fvals[float_end], lvals[local_output],
                                                           node.name)
         for qname, fname in pairing.outputs.items():
             if qname in qvals:

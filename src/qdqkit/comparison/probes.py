@@ -4,10 +4,14 @@
    (``core.activations.ActivationRunner``: pruned to what is observed, optimizations off).
 2. Layer-wise ("local"): every quantized node of the Q/DQ model with its own Q/DQ in front, and each
    activation Q and each other computed input fed the float model's tensor instead of what the
-   Q/DQ model computed. One run gives every quantized node's output as if it alone were quantized.
-3. What-if: the Q/DQ model with one node reading its inputs unquantized (the activation Q/DQ
-   bypassed, the float model's weight instead of the dequantized one), as if it ran FP16, and the
-   nodes left unread removed. Used for numerics and for the predicted engine.
+   Q/DQ model computed. One run gives every quantized node's output as if it alone were quantized,
+   taken where the engine layer TensorRT fuses it into ends (``fused_layer_ends``): a conv's error
+   is what its BatchNormalization and activation make of it. A per-channel gain can multiply the
+   error of a channel that INT8 crushed (a depthwise conv whose input channels span 0.1 to 40,
+   then a BatchNormalization gain of 50 on the small ones): the conv's own output hides that.
+3. What-if: the Q/DQ model with one node, or several, reading its inputs unquantized (the
+   activation Q/DQ bypassed, the float model's weight instead of the dequantized one), as if it
+   ran FP16, and the nodes left unread removed. Used for numerics and for the predicted engine.
 """
 
 from __future__ import annotations
@@ -81,6 +85,35 @@ def fold_weight_qdq(model: ir.Model) -> int:
     return folded
 
 
+def fused_layer_ends(model: ir.Model, value_pairs: Mapping[str, str]
+                     ) -> dict[ir.Node, tuple[str, str]]:
+    """Weighted node -> (its predicted layer's last epilogue output, that tensor's float name).
+
+    The epilogue is the predictor's (``trt.predict.fusion``: BatchNormalization, bias and scale
+    constants, activations, SiLU), up to and without a residual Add, whose other input would come
+    from elsewhere. Nodes whose layer holds nothing after them, or whose end has no float
+    counterpart, are left out (measured at their own output).
+    """
+    from qdqkit.trt.predict.fusion import collect_facts, form_blocks
+
+    facts = collect_facts(model.graph, QdqView(model.graph))
+    blocks, _ = form_blocks(facts)
+    ends: dict[ir.Node, tuple[str, str]] = {}
+    for block in blocks:
+        node = block.weighted
+        if node is None or len(block.nodes) < 2:
+            continue
+        end = node.outputs[0]
+        for member in block.nodes[1:]:
+            if member is block.residual_add:
+                break
+            end = member.outputs[0]
+        float_name = value_pairs.get(end.name or "")
+        if end is not node.outputs[0] and float_name:
+            ends[node] = (end.name or "", float_name)
+    return ends
+
+
 @dataclass
 class LocalModel:
     model: ir.Model
@@ -91,7 +124,8 @@ class LocalModel:
 
 def local_model(proto: onnx.ModelProto, nodes: dict[int, str], value_pairs: dict[str, str],
                 site_pairs: dict[str, str], *, upcast: bool) -> LocalModel | None:
-    """The layer-wise model for the quantized nodes at graph positions ``nodes`` (-> output).
+    """The layer-wise model for the quantized nodes at graph positions ``nodes`` (-> the tensor to
+    measure: the node's output or its layer's end, see ``fused_layer_ends``).
 
     ``site_pairs`` maps each quantized activation to its float tensor, ``value_pairs`` any other
     tensor. A node with a computed input that pairs with nothing is left out.
@@ -99,6 +133,7 @@ def local_model(proto: onnx.ModelProto, nodes: dict[int, str], value_pairs: dict
     model = fresh_copy(proto, upcast=upcast)
     graph = model.graph
     order = list(graph)  # positions count the unfolded graph's nodes
+    produced = {v.name: v for n in order for v in n.outputs if v.name}
     fold_weight_qdq(model)
     view = QdqView(graph)
     constants = constant_derived_values(graph)
@@ -132,8 +167,8 @@ def local_model(proto: onnx.ModelProto, nodes: dict[int, str], value_pairs: dict
                 ok = False
                 break
             node.replace_input_with(index, float_input(value, paired))
-        if ok and node.outputs and node.outputs[0].name == output:
-            outputs.append(node.outputs[0])
+        if ok and output in produced:
+            outputs.append(produced[output])
     if not outputs:
         return None
     keep_only(graph, outputs, drop_unread_inputs=True)
@@ -143,18 +178,28 @@ def local_model(proto: onnx.ModelProto, nodes: dict[int, str], value_pairs: dict
                       {str(v.name): str(v.name) for v in outputs})
 
 
-def what_if_model(proto: onnx.ModelProto, position: int,
-                  float_weights: Mapping[int, np.ndarray], *, upcast: bool,
-                  fold: bool = False) -> ir.Model:
-    """The Q/DQ model with the node at ``position`` reading unquantized inputs (FP16 fallback).
+def what_if_model(proto: onnx.ModelProto, nodes: Mapping[int, Mapping[int, np.ndarray]], *,
+                  upcast: bool, fold: bool = False) -> ir.Model:
+    """The Q/DQ model with the nodes at the positions ``nodes`` holds reading unquantized inputs
+    (FP16 fallback).
 
-    ``float_weights`` maps an input index to the float model's weight array for that input;
+    ``nodes`` maps a position to the float model's weight arrays of that node, by input index;
     ``fold`` then folds the other weights' Q/DQ (for running it, not for predicting its engine).
     """
     model = fresh_copy(proto, upcast=upcast)
     graph = model.graph
     view = QdqView(graph)
-    node = list(graph)[position]
+    order = list(graph)
+    for position, float_weights in nodes.items():
+        _read_unquantized(graph, view, order[position], float_weights, upcast)
+    keep_only(graph, list(graph.outputs))
+    if fold:
+        fold_weight_qdq(model)
+    return model
+
+
+def _read_unquantized(graph: ir.Graph, view: QdqView, node: ir.Node,
+                      float_weights: Mapping[int, np.ndarray], upcast: bool) -> None:
     for index, value in enumerate(node.inputs):
         dq = view.dequantize_producer(value)
         if dq is None:
@@ -174,7 +219,3 @@ def what_if_model(proto: onnx.ModelProto, position: int,
         q = view.quantize_of(dq)
         if q is not None and q.inputs[0] is not None and not view.is_weight_quantize(q):
             node.replace_input_with(index, q.inputs[0])
-    keep_only(graph, list(graph.outputs))
-    if fold:
-        fold_weight_qdq(model)
-    return model

@@ -58,6 +58,17 @@ class WhatIf:
 
 
 @dataclass
+class FallbackStep:
+    """The fallback list's first ``nodes`` entries run FP16 together."""
+
+    nodes: int
+    output_snr_db: float
+    snr_gain_db: float
+    reformats_added: int | None
+    int8_macs_lost: int | None
+
+
+@dataclass
 class NodeRow:
     """One quantized node (reads Q/DQ outputs), measured at its first output."""
 
@@ -107,6 +118,8 @@ class CompareResult:
     unpaired: list[str]
     trt: str
     notes: list[str] = field(default_factory=list)
+    # The fallback list's first 2, 4, 8... nodes (and all of them) FP16 together.
+    fallback_steps: list[FallbackStep] = field(default_factory=list)
     graph: list[SketchNode] = field(default_factory=list, repr=False)  # for the drawing only
 
     def to_json(self) -> dict[str, Any]:

@@ -9,6 +9,10 @@
 4. The fallback list holds the nodes with a positive gain, largest first; its file format is one
    ONNX node name per line, lines starting with ``#`` are comments (``quantize --exclude-from``
    and ``fix`` read it).
+5. The list's first 2, 4, 8... nodes (and all of them) are then run FP16 together, with their
+   predicted cost. Gains do not add up: when the error comes from many layers alike (every
+   depthwise conv of a MobileNet-style detector), each alone gains a fraction of a dB while
+   together they gain many; the steps show how far the list must go.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ import onnx
 
 from qdqkit.comparison.pairing import Pairing
 from qdqkit.comparison.probes import fresh_copy, what_if_model
-from qdqkit.comparison.result import CompareResult, WhatIf
+from qdqkit.comparison.result import CompareResult, FallbackStep, WhatIf
 from qdqkit.comparison.stats import Error
 from qdqkit.core.atomic import write_text_atomic
 from qdqkit.core.errors import QdqkitError
@@ -128,26 +132,31 @@ def evaluate_what_if(result: CompareResult, qproto: onnx.ModelProto, pairing: Pa
     positions = _positions(pairing)
     by_name = {n.name: n for n in pairing.nodes}
     candidates = [c for c in _candidates(result, limit) if c in positions]
+
+    def fp16_nodes(names: Sequence[str]) -> dict[int, dict[int, np.ndarray]]:
+        return {positions[name]: {w.input_index: w.original for w in by_name[name].weights
+                                  if w.original is not None} for name in names}
+
+    def measure(names: Sequence[str]) -> tuple[float, int | None, int | None]:
+        """Worst output SNR with ``names`` FP16, predicted Reformats added and INT8 MACs lost."""
+        session = make_session(what_if_model(qproto, fp16_nodes(names), upcast=fp16, fold=True))
+        outputs = list(pairing.outputs)
+        errors: dict[str, Error] = {}
+        for feeds, fouts, _qouts in kept:
+            values = run(session, feeds, outputs)
+            for out in outputs:
+                errors.setdefault(out, Error()).add(fouts[out], values[out], out)
+        if base_reformats is None or base_macs is None:
+            return _worst_snr(errors), None, None
+        plain = what_if_model(qproto, fp16_nodes(names), upcast=False)
+        _p, reformats, macs = _engine_totals(plain, trt, shapes)
+        if reformats is None or macs is None:
+            return _worst_snr(errors), None, None
+        return _worst_snr(errors), reformats - base_reformats, base_macs - macs
+
     with Progress("what-if", total=len(candidates), enabled=progress) as bar:
         for name in candidates:
-            node = by_name[name]
-            weights = {w.input_index: w.original for w in node.weights if w.original is not None}
-            variant = what_if_model(qproto, positions[name], weights, upcast=fp16, fold=True)
-            session = make_session(variant)
-            outputs = list(pairing.outputs)
-            errors: dict[str, Error] = {}
-            for feeds, fouts, _qouts in kept:
-                values = run(session, feeds, outputs)
-                for out in outputs:
-                    errors.setdefault(out, Error()).add(fouts[out], values[out], out)
-            snr = _worst_snr(errors)
-            reformats_added = macs_lost = None
-            if base_reformats is not None and base_macs is not None:
-                plain = what_if_model(qproto, positions[name], weights, upcast=False)
-                _p, reformats, macs = _engine_totals(plain, trt, shapes)
-                if reformats is not None and macs is not None:
-                    reformats_added = reformats - base_reformats
-                    macs_lost = base_macs - macs
+            snr, reformats_added, macs_lost = measure([name])
             result.node(name).what_if = WhatIf(
                 output_snr_db=snr, snr_gain_db=_gain(snr, base_snr),
                 reformats_added=reformats_added, int8_macs_lost=macs_lost, samples=samples)
@@ -155,6 +164,23 @@ def evaluate_what_if(result: CompareResult, qproto: onnx.ModelProto, pairing: Pa
     gains = [(row.what_if.snr_gain_db, row.name) for row in result.nodes
              if row.what_if is not None and row.what_if.snr_gain_db > MIN_GAIN_DB]
     result.fallback = [name for _gain_db, name in sorted(gains, key=lambda g: (-g[0], g[1]))]
+    counts = step_sizes(len(result.fallback))
+    with Progress("what-if together", total=len(counts), enabled=progress) as bar:
+        for count in counts:
+            snr, reformats_added, macs_lost = measure(result.fallback[:count])
+            result.fallback_steps.append(FallbackStep(count, snr, _gain(snr, base_snr),
+                                                      reformats_added, macs_lost))
+            bar.advance()
+
+
+def step_sizes(length: int) -> list[int]:
+    """2, 4, 8... below ``length``, then ``length`` itself (rule 5); none for a list of one."""
+    sizes = []
+    size = 2
+    while size < length:
+        sizes.append(size)
+        size *= 2
+    return [*sizes, length] if length > 1 else []
 
 
 def _gain(snr: float, base: float) -> float:
@@ -174,18 +200,25 @@ def fallback_text(result: CompareResult) -> str:
         "# one ONNX node name per line; lines starting with # are comments",
         "# use: qdqkit quantize --exclude-from FILE, or qdqkit fix",
     ]
+    for step in result.fallback_steps:
+        lines.append(f"# the first {step.nodes} together: {step.snr_gain_db:+.2f} dB output SNR"
+                     + _cost_text(step.reformats_added, step.int8_macs_lost))
     for name in result.fallback:
         what = result.node(name).what_if
         assert what is not None
-        cost = []
-        if what.reformats_added is not None:
-            cost.append(f"{what.reformats_added:+d} Reformat layers")
-        if what.int8_macs_lost is not None:
-            cost.append(f"{what.int8_macs_lost:,} INT8 MACs lost")
         lines.append(f"# {what.snr_gain_db:+.2f} dB output SNR"
-                     + (f"; {', '.join(cost)}" if cost else ""))
+                     + _cost_text(what.reformats_added, what.int8_macs_lost))
         lines.append(name)
     return "\n".join(lines) + "\n"
+
+
+def _cost_text(reformats_added: int | None, macs_lost: int | None) -> str:
+    cost = []
+    if reformats_added is not None:
+        cost.append(f"{reformats_added:+d} Reformat layers")
+    if macs_lost is not None:
+        cost.append(f"{macs_lost:,} INT8 MACs lost")
+    return f"; {', '.join(cost)}" if cost else ""
 
 
 def write_fallback(result: CompareResult, path: str | Path,
