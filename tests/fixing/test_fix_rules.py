@@ -86,7 +86,21 @@ def int8_in_float_out() -> ir.Model:
     return g.ir()
 
 
+def qdq_inside_pointwise() -> ir.Model:
+    """A HardSwish spelled x * Clip(x + 3, 0, 6) / 6 with a Q/DQ on the Clip's output, as
+    onnxruntime's quantizer leaves it (every op's output quantized)."""
+    g = GraphBuilder("hardswish", seed=7)
+    y = g.qdq(g.conv(g.qdq(_stem(g), 0.05, name="q1"), 32, 32, name="c1"), 0.2, name="y")
+    three, zero, six = (g.const(np.array(v, np.float32)) for v in (3.0, 0.0, 6.0))
+    gate = g.node("Clip", [g.node("Add", [y, three], name="add3"), zero, six], name="clip")
+    out = g.node("Div", [g.node("Mul", [y, g.qdq(gate, 6 / 127, name="gate")], name="mul"), six],
+                 name="div")
+    g.output(g.node("Relu", [g.conv(g.qdq(out, 0.2, name="q2"), 32, 32, name="c2")], name="r2"))
+    return g.ir()
+
+
 CASES: dict[str, tuple[Callable[[], ir.Model], str]] = {
+    "pointwise": (qdq_inside_pointwise, "QDQ206"),
     "bias": (quantized_biases, "QDQ409"),
     "pad": (qdq_between_pad_and_conv, "QDQ107"),
     "maxpool": (maxpool_scale_mismatch, "QDQ303"),
@@ -108,6 +122,33 @@ def test_the_finding_goes_and_the_outputs_stay(case: str, target: str) -> None:
     x = {"x": np.random.default_rng(0).standard_normal((1, 32, 16, 16)).astype(np.float32)}
     snr = error_metrics(run_model(model, x)[0], run_model(result.model, x)[0]).snr_db
     assert snr >= 30.0
+
+
+def test_weights_in_constant_nodes_stay_int8_through_fix() -> None:
+    """paddle2onnx stores every weight in a Constant node, and onnxruntime's quantizer then puts
+    Q/DQ after it: fix reads such a weight as stored, so its convs keep INT8."""
+    from qdqkit.core.qdq import is_dequantize
+
+    model = qdq_inside_pointwise()
+    graph = model.graph
+    for node in [n for n in graph if n.op_type == "Conv"]:
+        q = node.inputs[1].producer().inputs[0].producer()  # float weight -> Q -> DQ -> conv
+        weight = q.inputs[0]
+        assert weight is not None and weight.const_value is not None
+        constant = ir.Node("", "Constant", [], attributes=[
+            ir.AttrTensor("value", weight.const_value)], name=f"{node.name}_w_const")
+        graph.insert_before(q, constant)
+        out = constant.outputs[0]
+        out.name = f"{node.name}_w_node"
+        q.replace_input_with(0, out)
+    before = lint(model)
+    assert before.summary.int8_mac_share == 1.0
+    result = fix(model)
+    assert result.model is not None
+    after = lint(result.model)
+    assert after.summary.int8_mac_share == 1.0 and "QDQ206" not in after.codes()
+    convs = [n for n in result.model.graph if n.op_type == "Conv"]
+    assert all((p := n.inputs[0].producer()) is not None and is_dequantize(p) for n in convs)
 
 
 def test_the_quantized_bias_fix_repairs_the_finding_it_is_given() -> None:

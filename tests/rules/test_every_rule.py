@@ -106,6 +106,19 @@ def _silu(inside: bool) -> Model:
     return Model(g)
 
 
+def _hardswish_math(inside: bool) -> Model:
+    """conv -> Q/DQ -> x * Clip(x + 3, 0, 6) / 6 -> Q/DQ -> conv; ``inside`` adds a Q/DQ on the
+    Clip's output, between two ops of the one PointWise layer."""
+    g = GraphBuilder()
+    y = g.qdq(g.conv(g.qdq(g.input("x", [1, 32, 8, 8])), 32, 32, name="conv"), 0.2, name="y")
+    three, zero, six = (g.const(np.array(v, np.float32)) for v in (3.0, 0.0, 6.0))
+    gate = g.node("Clip", [g.node("Add", [y, three], name="add3"), zero, six], name="clip")
+    gate = g.qdq(gate, 6 / 127, name="gate") if inside else gate
+    out = g.node("Div", [g.node("Mul", [y, gate], name="mul"), six], name="div")
+    g.output(g.conv(g.qdq(out, 0.2), 32, 32, name="next"))
+    return Model(g)
+
+
 def _deconv(activation: bool) -> Model:
     g = GraphBuilder()
     w = g.weight((32, 32, 2, 2), axis=1)
@@ -357,6 +370,7 @@ TRIGGER_AND_CLEAN: dict[str, tuple[Callable[[], Subject], Callable[[], Subject]]
                lambda: _residual(skip=True, conv_branch=True, branch_scale=0.1)),
     "QDQ204": (lambda: _residual_reader(False), lambda: _residual_reader(True)),
     "QDQ205": (lambda: _tanh(False), lambda: _tanh(True)),
+    "QDQ206": (lambda: _hardswish_math(True), lambda: _hardswish_math(False)),
     "QDQ301": (lambda: _concat((0.1, 0.2, 0.3)), lambda: _concat((0.2, 0.2, 0.2))),
     "QDQ302": (lambda: _concat((0.2, 0.2, 0.2), mixed=True), lambda: _concat((0.2, 0.2, 0.2))),
     "QDQ303": (lambda: _maxpool(0.25), lambda: _maxpool(0.2)),

@@ -6,7 +6,8 @@
    point of 0 keeps its scale, any other zero point keeps the range it covered,
    ``amax = scale * max(zp - qmin, qmax - zp)``, as a symmetric scale ``amax / 127``. Several Qs
    on one tensor: the widest wins.
-2. ``trt.placement.plan_placement`` places Q/DQ on the stripped copy. A scale group (Concat, MaxPool
+2. ``trt.placement.plan_placement`` places Q/DQ on the stripped copy, its Constant-node weights
+   made initializers first as ``quantize`` makes them. A scale group (Concat, MaxPool
    and SPPF families, Add inputs) takes the widest scale any member carries; a group no member
    carries a scale for takes the widest scale of its neighbours across a scale-preserving op
    (copies, pools, Resize, Concat, Relu); else a scale given by the caller (``--calib``); else it
@@ -26,6 +27,7 @@ import onnx_ir as ir
 from qdqkit.core.errors import QdqkitError
 from qdqkit.core.qdq import QdqView, QuantParams, node_label, quant_range
 from qdqkit.core.shapes import ValueTypes
+from qdqkit.passes.constants_to_initializers import ConstantsToInitializers
 from qdqkit.passes.float_copy import float_copy
 from qdqkit.passes.scales import ScaleTable
 from qdqkit.passes.strip_qdq import StripQdqPairs
@@ -136,6 +138,8 @@ def plan_target(
     view = view if view is not None and view.graph is model.graph else QdqView(model.graph)
     scales = carried_scales(model, view)
     stripped = float_copy(model, view) or _strip_clone(model)
+    # Weights stored in Constant nodes (paddle2onnx's way) count as stored, as quantize reads them.
+    ConstantsToInitializers()(stripped)
     placement = plan_placement(stripped, target=target, types=types, exclude=exclude)
     extra = dict(extra_scales or {})
     group_scale: dict[str, float] = {}
