@@ -263,7 +263,8 @@ def test_real_models_lint_clean(name: str, shape: list[int] | None, trt: str) ->
 def test_dla_placement_gives_translate_a_complete_cache() -> None:
     from qdqkit.translation.api import TranslateOptions, translate_model
 
-    for family in (resnet, yolo, mobilenet):
+    hardswish_math = lambda: mobilenet(hardswish="HardSwishMath")  # noqa: E731
+    for family in (resnet, yolo, mobilenet, hardswish_math):
         result = _quantized(family(), "8.6", target="dla")
         assert result.lint_errors == 0
         assert "--useDLACore=0" in result.trtexec

@@ -6,7 +6,8 @@ Q -> DQ pair on a tensor between two such ops cuts the kernel in two: one more l
 round trip through memory, and one more rounding to INT8 that the fused kernel never does. The
 check: an INT8 pointwise layer's output is read only through Q -> DQ, by one pointwise op whose
 other inputs are constants or tensors the layer already reads (through Q/DQ or not). Around a
-layer that runs float the pair is a Reformat for nothing, which QDQ407 reports.
+layer that runs float the pair is a Reformat for nothing, which QDQ407 reports. DLA runs each
+elementwise op as a layer of its own, so there the pairs belong and the rule is silent.
 """
 
 from __future__ import annotations
@@ -54,6 +55,8 @@ def check(ctx: LintContext) -> Iterator[Finding]:
     from qdqkit.trt.predict.ops import POINTWISE, is_default_domain
 
     prediction = ctx.prediction
+    if prediction.target == "dla":
+        return  # DLA runs each elementwise op as its own layer: the scales inside are needed
     for found in ctx.predicted_blocks(weighted=False):  # a conv's epilogue: QDQ103/104/105
         if not found.int8_compute:
             continue  # a float layer's Q/DQ is a Reformat for nothing: QDQ407

@@ -26,7 +26,8 @@
    gone (B8, A2; ``passes.input_cast_qdq``).
 
 ``target="dla"`` instead gives every float tensor a scale, outputs included (I1, I2): DLA's
-implicit INT8 needs one on every tensor, and ``translate`` turns the Q/DQ into the cache.
+implicit INT8 needs one on every tensor, and ``translate`` turns the Q/DQ into the cache. A copy's
+input and output share one scale there too, network outputs included (B4).
 """
 
 from __future__ import annotations
@@ -190,6 +191,8 @@ def plan_placement(
         add: skip for add, (owner, skip) in facts.residual_owners.items()
         if owner in quantized and add not in blocked}
     _pass_through(facts, blocked, qreaders, groups, int8_ops, residuals)
+    if target == "dla":
+        _copies_share_scales(facts, blocked, qreaders, groups)
     points: list[QuantPoint] = []
     members: dict[str, dict[ir.Value, None]] = {}
     for value, readers in qreaders.items():
@@ -305,8 +308,10 @@ def _everywhere(
     facts: GraphFacts, blocked: Mapping[ir.Node, str], qreaders: dict[ir.Value, dict[ir.Node, None]]
 ) -> None:
     """DLA (I2): a scale on every float tensor that a runnable node reads or the network outputs,
-    except tensors inside a fused layer (a conv's BN/activation/residual epilogue): Q/DQ there
-    would break the fusion the GPU fallback needs, and ``translate`` carries the layer's scale."""
+    except tensors inside a conv's fused layer (its BN/activation/residual epilogue): Q/DQ there
+    would break the fusion the GPU fallback needs, and ``translate`` carries the layer's scale.
+    A pointwise chain's inner tensors do get one: DLA runs each elementwise op as a layer of its
+    own, which stays INT8 only with scales on both sides."""
     _, block_of = form_blocks(facts)
     for node in facts.graph:
         if node in blocked or node.op_type in SHAPE_OPS or node in facts.folded_nodes:
@@ -318,14 +323,34 @@ def _everywhere(
                 continue
             if _float_data(facts, value) and value is not None:
                 producer = value.producer()
-                inside = producer is not None and block_of.get(producer) is not None and (
-                    block_of.get(producer) is block_of.get(node))
+                block = block_of.get(producer) if producer is not None else None
+                inside = block is not None and block.weighted is not None and (
+                    block is block_of.get(node))
                 if (producer is None or producer not in blocked) and not inside:
                     qreaders.setdefault(value, {})[node] = None
     for value in facts.graph.outputs:
         producer = value.producer()
         if _float_data(facts, value) and (producer is None or producer not in blocked):
             qreaders.setdefault(value, {})
+
+
+def _copies_share_scales(
+    facts: GraphFacts, blocked: Mapping[ir.Node, str], qreaders: Mapping[ir.Value, object],
+    groups: _Groups,
+) -> None:
+    """DLA (B4): a copy (Reshape, Transpose, Slice...) whose input and output both carry a scale
+    gives them one, as ``_pass_through`` does between INT8 readers, here also in front of a
+    network output (which has a scale on DLA only): two scales on one copy's two sides would be a
+    requantizing Reformat. The output's values are among the input's, so the shared range is the
+    input's and nothing clips."""
+    for node in facts.graph:
+        if (node.op_type not in DATA_MOVEMENT or node in blocked or not is_default_domain(node)
+                or not node.inputs or node.inputs[0] is None):
+            continue
+        source = node.inputs[0]
+        for out in node.outputs:
+            if out is not None and out in qreaders and source in qreaders:
+                groups.union(out, source)
 
 
 def _pass_through(
