@@ -290,3 +290,29 @@ def test_exclude_patterns_name_unnamed_nodes_by_their_report_label() -> None:
     assert matches(conv, ["<unnamed Conv -> 249>"]) == "<unnamed Conv -> 249>"
     assert matches(conv, ["<unnamed Conv -> 250>", "Relu"]) is None
     assert matches(conv, ["Conv"]) == "Conv"
+
+
+def test_dla_copies_in_front_of_a_network_output_share_one_scale() -> None:
+    """A detector head's conv -> Reshape -> Transpose -> output: on DLA the output carries a
+    scale too (I2), and the copies pass the conv's own, so no requantizing Reformat appears."""
+    from qdqkit.examples.graph import GraphBuilder
+
+    g = GraphBuilder("head", seed=5)
+    x = g.input("x", [1, 32, 8, 8])
+    y = g.node("Relu", [g.conv(x, 32, 32, name="stem", weight="float")], name="relu")
+    y = g.conv(y, 32, 32, name="head", weight="float")
+    shape = g.const(np.array([1, 32, 64], np.int64))
+    y = g.node("Transpose", [g.node("Reshape", [y, shape], name="flat", out="flat")],
+               name="perm", out="scores", perm=[0, 2, 1])
+    g.output(y, [1, 64, 32])
+    result = quantize(g.proto(), calibration_batches(g, 4), trt="8.6", target="dla", method="max")
+    model = result.model
+    assert model is not None
+    head_out = next(n for n in model.graph if n.name == "head").outputs[0].name
+    dq = model.graph.outputs[0].producer()
+    assert dq is not None and dq.op_type == "DequantizeLinear"  # the output's own scale (I2)
+    output_scale = float(dq.inputs[1].const_value.numpy())
+    assert _scale_of_q(model, head_out) == _scale_of_q(model, "flat") == output_scale
+    assert "QDQ407" not in result.lint_warnings or all(
+        "requantize" not in f.message for f in lint(ir.from_proto(ir.serde.serialize_model(
+            model)), trt="8.6", target="dla").findings("QDQ407"))
