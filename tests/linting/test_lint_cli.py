@@ -122,3 +122,19 @@ def test_qdqkit_lint_is_callable_in_any_import_order() -> None:
     g.output(g.conv(g.input("x", [1, 32, 8, 8]), 32, 32, weight="float"))
     assert qdqkit.lint(g.ir()).codes() == ["QDQ501"]
     assert qdqkit.predict_engine(g.ir()).layers
+
+
+def test_latency_is_predicted_on_a_dla_core_for_target_dla_unless_a_device_is_named(
+    qgap: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from qdqkit.linting import lint
+
+    assert lint(qgap).latency.gpu == "A100"  # type: ignore[union-attr]
+    assert lint(qgap, target="dla").latency.gpu == "ORIN-DLA"  # type: ignore[union-attr]
+    assert lint(qgap, target="dla", gpu="A100").latency.gpu == "A100"  # type: ignore[union-attr]
+    main(["lint", str(qgap), "--target", "dla"])
+    assert "predicted latency on ORIN-DLA" in capsys.readouterr().out
+    main(["lint", str(qgap), "--target", "dla", "--gpu", "orin"])
+    assert "predicted latency on ORIN " in capsys.readouterr().out
+    main(["lint", str(qgap)])
+    assert "predicted latency on A100" in capsys.readouterr().out

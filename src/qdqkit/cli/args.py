@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from qdqkit.core.errors import QdqkitError
-from qdqkit.trt.gpus import DEFAULT_GPU, find_gpu, gpu_names
+from qdqkit.trt.gpus import DEFAULT_DLA, DEFAULT_GPU, default_device, find_gpu, gpu_names
 from qdqkit.trt.versions import TARGETS, TRT_VERSIONS, normalize_trt_version
 
 Options = TypeVar("Options")
@@ -99,15 +99,17 @@ class LatencyArgs(ArgGroup[LatencyOptions]):
 
     def add_to(self, parser: argparse.ArgumentParser) -> None:
         group = parser.add_argument_group("latency")
-        group.add_argument("--gpu", default=DEFAULT_GPU, metavar="NAME",
+        group.add_argument("--gpu", default=None, metavar="NAME",
                            help=f"GPU to predict latency for: {', '.join(gpu_names())} "
-                           f"(default {DEFAULT_GPU})")
+                           f"(default {DEFAULT_GPU}; {DEFAULT_DLA} with --target dla)")
         group.add_argument("--shapes", default=None, metavar="NAME:DIMS,...",
                            help="input shapes as trtexec spells them (input:32x3x224x224); "
                            "default: the model's, symbolic dimensions counted as 1")
 
     def parse(self, args: argparse.Namespace) -> LatencyOptions:
-        return LatencyOptions(find_gpu(str(args.gpu)).name, args.shapes)
+        """The device named, else the target's default (``trt.gpus.default_device``)."""
+        named = args.gpu or default_device(getattr(args, "target", None) or "gpu")
+        return LatencyOptions(find_gpu(str(named)).name, args.shapes)
 
 
 class OutputArgs(ArgGroup[str | None]):

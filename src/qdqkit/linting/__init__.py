@@ -23,7 +23,7 @@ from qdqkit.rules import Finding, units_for
 from qdqkit.rules.model_context import LintContext
 from qdqkit.trt.cost_model import LatencyComparison
 from qdqkit.trt.engine import EngineGraph, Precision
-from qdqkit.trt.gpus import DEFAULT_GPU, find_gpu
+from qdqkit.trt.gpus import default_device, find_gpu
 from qdqkit.trt.predict import Prediction, run_prediction
 
 
@@ -114,13 +114,14 @@ def lint(
     trt: str = "8.6",
     target: str = "gpu",
     engine: str | os.PathLike[str] | None = None,
-    gpu: str = DEFAULT_GPU,
+    gpu: str | None = None,
     shapes: str | None = None,
 ) -> LintResult:
     """Predict the engine of ``model`` and run every lint rule over it.
 
     ``engine`` is the path of a real engine's ``trtexec --exportLayerInfo`` JSON to compare the
-    prediction with. ``gpu`` (a name of ``trt.gpus``) and ``shapes`` (trtexec's ``--shapes``
+    prediction with. ``gpu`` (a name of ``trt.gpus``; by default an A100, a DLA core for
+    ``target="dla"``) and ``shapes`` (trtexec's ``--shapes``
     spelling) set what the latency cost model times the engine on and with.
     """
     real_engine_path = engine
@@ -129,7 +130,8 @@ def lint(
         # The graph IR is a million small objects linked both ways. It is garbage once the result
         # is built, so it is dropped (on return) before the pause ends: the collector's first pass
         # then frees it at once instead of rescanning it, alive, generation after generation.
-        result = _predict_and_check(model, name, trt, target, gpu, shapes)
+        result = _predict_and_check(model, name, trt, target, gpu or default_device(target),
+                                    shapes)
     if real_engine_path is not None:
         from qdqkit.engine.diff import diff_engines
         from qdqkit.trt.engine_json import read_engine_graph

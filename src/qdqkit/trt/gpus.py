@@ -57,6 +57,13 @@ GPUS: tuple[Gpu, ...] = (
 )
 
 DEFAULT_GPU = "A100"
+DEFAULT_DLA = "ORIN-DLA"
+
+
+def default_device(target: str) -> str:
+    """What latency is predicted on when nobody names a device: a DLA core for ``--target dla``
+    (timing a DLA build on an A100 answers no question a DLA user asks), else an A100."""
+    return DEFAULT_DLA if target == "dla" else DEFAULT_GPU
 
 
 def _key(name: str) -> str:
