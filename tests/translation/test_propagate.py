@@ -168,3 +168,32 @@ def test_average_pools_propagate_forward_only(tmp_path: Path) -> None:
     (tmp_path / "b").mkdir()
     scales, _ = _scales(g, tmp_path / "b", infer_average_pool_scales=True)
     assert scales["gap_out"] == F and scales["relu_out"] == F
+
+
+def test_hard_sigmoid_carries_its_saturation_points_not_its_output_range(tmp_path: Path) -> None:
+    """Copying HardSigmoid's [0, 1] back would clip its input to +-1 (a squeeze-excite gate then
+    stays near 0.5); x beyond the saturation points maps to 0 or 1 whatever its value, so the
+    input takes those points as its range. Forward, the input's range mapped through it."""
+    import onnxruntime as ort
+
+    g = GraphBuilder()
+    x = g.node("Relu", [g.input("x", [1, 4])], name="pre")
+    gate = g.node("HardSigmoid", [x], name="hs", alpha=1 / 6, beta=0.5)
+    g.node("Tanh", [g.qdq(gate, 1 / 127)], out="y")
+    g.node("Tanh", [g.node("HardSigmoid", [g.qdq(g.input("v", [1, 4]), 2 / 127)], name="hs2")],
+           out="z")
+    g.output("y")
+    g.output("z")
+    scales, _ = _scales(g, tmp_path, addtl_ops_to_infer_adjacent_scales=("HardSigmoid",))
+    assert math.isclose(scales["pre_out"] * 127, 3.0, rel_tol=1e-6)  # max(beta, 1 - beta) / alpha
+    assert math.isclose(scales["hs2_out"] * 127, 0.5 + 0.2 * 2.0, rel_tol=1e-6)  # ONNX defaults
+    # The independent check: clipping to the saturation points changes no output of the op.
+    model = onnx.helper.make_model(onnx.helper.make_graph(
+        [onnx.helper.make_node("HardSigmoid", ["a"], ["b"], alpha=1 / 6, beta=0.5)], "hs",
+        [onnx.helper.make_tensor_value_info("a", onnx.TensorProto.FLOAT, [5])],
+        [onnx.helper.make_tensor_value_info("b", onnx.TensorProto.FLOAT, [5])]),
+        opset_imports=[onnx.helper.make_opsetid("", 17)])
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    a = np.array([-40.0, -3.5, 0.7, 3.2, 25.0], np.float32)
+    np.testing.assert_array_equal(session.run(None, {"a": a})[0],
+                                  session.run(None, {"a": np.clip(a, -3.0, 3.0)})[0])

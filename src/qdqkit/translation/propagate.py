@@ -2,7 +2,8 @@
 
 Implicit INT8 needs a scale on both sides of every INT8 layer; the Q/DQ model only has them where a
 Q sat. We copy scales across ops that do not change the range (the reference's op set, plus the ops
-its flags enable), and derive them across Sigmoid and Mul. Unlike the reference we sweep forward and
+its flags enable), and derive them across Sigmoid, HardSigmoid and Mul. Unlike the reference we sweep
+forward and
 backward until nothing changes, never overwrite a scale (a Q's own scale always wins), never give a
 graph output a propagated scale, and refuse derived scales that are not finite, positive and plausible.
 Each sweep is one pass over the nodes, so the whole is linear in graph size times a small sweep count.
@@ -97,6 +98,13 @@ class _Propagator:
             if "Mul" in self.ops and any(u.node.op_type == "Mul" for u in out.uses()):
                 self.give(out, 1.0 / 127.0, "Sigmoid feeding Mul: amax 1")
                 self.fixed.add(out)
+        elif op == "HardSigmoid":
+            scale = self.scales.get(node.inputs[0])
+            if scale is not None:
+                alpha, beta = _hard_sigmoid_params(node)
+                amax = min(1.0, max(abs(beta + alpha * scale * 127.0),
+                                    abs(beta - alpha * scale * 127.0)))
+                self.give(out, amax / 127.0, "HardSigmoid: range of the input mapped")
         elif op != "Mul":
             scale = self.scales.get(node.inputs[0])
             if scale is not None:
@@ -124,6 +132,16 @@ class _Propagator:
             ):
                 assert x is not None
                 self.give(x, math.log(amax / (1.0 - amax)) / 127.0, "Sigmoid: logit of output amax")
+        elif op == "HardSigmoid":
+            x = node.inputs[0]
+            if self.can_receive(x):
+                assert x is not None
+                # Copying [0, 1] back would clip x to +-1; x beyond the saturation points maps to
+                # 0 or 1 whatever its value, so clipping there changes nothing.
+                alpha, beta = _hard_sigmoid_params(node)
+                if alpha > 0:
+                    self.give(x, max(beta, 1.0 - beta) / alpha / 127.0,
+                              "HardSigmoid: its saturation points")
         elif op not in FORWARD_ONLY_OPS and self.can_receive(node.inputs[0]):
             x = node.inputs[0]
             assert x is not None
@@ -140,6 +158,13 @@ class _Propagator:
                 # amax_out = amax_a * amax_b  =>  s_missing = s_out / (s_known * 127)
                 self.give(missing, out_scale / (known_scale * 127.0), "Mul: product rule")
                 return
+
+
+def _hard_sigmoid_params(node: ir.Node) -> tuple[float, float]:
+    """HardSigmoid's alpha and beta (the ONNX defaults 0.2 and 0.5 when not given)."""
+    alpha, beta = node.attributes.get("alpha"), node.attributes.get("beta")
+    return (0.2 if alpha is None else alpha.as_float(),
+            0.5 if beta is None else beta.as_float())
 
 
 def propagate_scales(
