@@ -40,8 +40,9 @@ RULES = (
         fixable=True,
         rule_id="C8",
         how_it_checks=(
-            "A pointwise op's output is read only through Q/DQ, by one pointwise op whose other "
-            "inputs are constants or tensors the first op's layer already reads."
+            "An INT8 pointwise layer's output is read only through Q/DQ, by one pointwise op "
+            "whose other inputs are constants or tensors the layer already reads (GPU targets: "
+            "DLA runs each elementwise op as its own layer)."
         ),
     ),
 )
