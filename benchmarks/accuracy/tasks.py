@@ -179,8 +179,9 @@ def _cer(got: str, want: str) -> int:
     return row[-1]
 
 
-def ppocr_rec(paths: dict[str, Path], calib: int, count: int) -> Task:
-    model = onnx.load(paths["ppocr_rec"], load_external_data=False)
+def ppocr_rec(paths: dict[str, Path], calib: int, count: int, key: str = "ppocr_rec",
+              title: str = "PP-OCRv4 rec") -> Task:
+    model = onnx.load(paths[key], load_external_data=False)
     meta = {p.key: p.value for p in model.metadata_props}
     characters = ["blank", *meta["character"].splitlines(), " "]
     known = set(characters)
@@ -201,7 +202,7 @@ def ppocr_rec(paths: dict[str, Path], calib: int, count: int) -> Task:
         return 100.0 * errors / sum(len(y) for y in labels)
 
     samples = [sample(1_000_000 + i) for i in range(count)]
-    return Task("PP-OCRv4 rec (rendered lines)", paths["ppocr_rec"],
+    return Task(f"{title} (rendered lines)", paths[key],
                 [sample(i)[0] for i in range(calib)], [s[0] for s in samples],
                 [s[1] for s in samples], "CER %", score)
 
@@ -226,7 +227,8 @@ def ppocr_cls(paths: dict[str, Path], calib: int, count: int) -> Task:
 
 
 # ---- PP-OCRv4 detector on rendered pages ------------------------------------------------------
-def ppocr_det(paths: dict[str, Path], calib: int, count: int) -> Task:
+def ppocr_det(paths: dict[str, Path], calib: int, count: int, key: str = "ppocr_det",
+              title: str = "PP-OCRv4 det") -> Task:
     from PIL import ImageDraw, ImageEnhance
 
     calib_names, eval_names = _split_backgrounds()
@@ -265,7 +267,7 @@ def ppocr_det(paths: dict[str, Path], calib: int, count: int) -> Task:
     calib_bg = _backgrounds(paths, calib_names)
     eval_bg = _backgrounds(paths, eval_names)
     samples = [sample(3_000_000 + i, eval_bg) for i in range(count)]
-    return Task("PP-OCRv4 det (rendered pages)", paths["ppocr_det"],
+    return Task(f"{title} (rendered pages)", paths[key],
                 [sample(i, calib_bg)[0] for i in range(calib)], [s[0] for s in samples],
                 [s[1] for s in samples], "lines found %", score)
 
@@ -469,6 +471,10 @@ TASKS: dict[str, Callable[[dict[str, Path], int, int], Task]] = {
     "mnist": mnist, "ppocr_cls": ppocr_cls, "ppocr_rec": ppocr_rec, "ppocr_det": ppocr_det,
     "ultraface": ultraface, "ddddocr_det": ddddocr_det, "orientation": orientation,
     "layout": layout,
+    "ppocr6_det": lambda paths, calib, count: ppocr_det(paths, calib, count, "ppocr6_det",
+                                                        "PP-OCRv6 det small"),
+    "ppocr6_rec": lambda paths, calib, count: ppocr_rec(paths, calib, count, "ppocr6_rec",
+                                                        "PP-OCRv6 rec small"),
 }
 
 

@@ -87,10 +87,12 @@ def int8_in_float_out() -> ir.Model:
 
 
 def qdq_inside_pointwise() -> ir.Model:
-    """A HardSwish spelled x * Clip(x + 3, 0, 6) / 6 with a Q/DQ on the Clip's output, as
-    onnxruntime's quantizer leaves it (every op's output quantized)."""
+    """A HardSwish spelled x * Clip(x + 3, 0, 6) / 6 after a depthwise conv (which takes no
+    pointwise epilogue, so the HardSwish is a PointWise layer of its own), with a Q/DQ on the
+    Clip's output, as onnxruntime's quantizer leaves it (every op's output quantized)."""
     g = GraphBuilder("hardswish", seed=7)
-    y = g.qdq(g.conv(g.qdq(_stem(g), 0.05, name="q1"), 32, 32, name="c1"), 0.2, name="y")
+    y = g.qdq(g.conv(g.qdq(_stem(g), 0.05, name="q1"), 32, 32, group=32, name="c1"), 0.2,
+              name="y")
     three, zero, six = (g.const(np.array(v, np.float32)) for v in (3.0, 0.0, 6.0))
     gate = g.node("Clip", [g.node("Add", [y, three], name="add3"), zero, six], name="clip")
     out = g.node("Div", [g.node("Mul", [y, g.qdq(gate, 6 / 127, name="gate")], name="mul"), six],

@@ -253,7 +253,8 @@ def _input_q(on_input: bool) -> Model:
 def _standalone_q(fused: bool) -> Model:
     g = GraphBuilder()
     x = g.qdq(g.input("x", [1, 32, 8, 8]))
-    y = g.conv(x, 32, 32, name="conv")
+    # Depthwise: its float math is a layer of its own (a GPU conv would take it as epilogue).
+    y = g.conv(x, 32, 32, group=32, name="conv")
     y = g.node("Relu", [y], name="relu") if fused else g.node("Tanh", [g.node("Erf", [y])])
     y = g.qdq(y, 0.2, name="mid")
     if not fused:  # read in float too: not the Q 'next' needs after float math, a stray one

@@ -105,7 +105,8 @@ def test_a_float_conv_after_an_int8_conv_with_a_float_residual_is_not_reported()
 
 def _q_through_copies(producer: str) -> GraphBuilder:
     g = GraphBuilder()
-    y = g.conv(g.qdq(g.input("x", [1, 32, 8, 8])), 32, 32, name="conv")
+    # Depthwise: the math after it is a layer of its own, whose output the Q must quantize.
+    y = g.conv(g.qdq(g.input("x", [1, 32, 8, 8])), 32, 32, group=32, name="conv")
     copied = g.node("Transpose", [g.node("Reshape", [g.node(producer, [y]), g.const(
         np.array([1, 32, 8, 8], np.int64))])], perm=[0, 1, 3, 2])
     out = g.node("Relu", [g.conv(g.qdq(copied, 0.3, name="after_copy"), 32, 32, name="next")])

@@ -69,9 +69,10 @@ def test_cnn_families_lint_clean_with_only_the_input_reformat(family, trt: str) 
     assert result.int8_mac_share == 1.0
 
 
-def test_a_hardswish_written_as_arithmetic_is_one_int8_pointwise_layer() -> None:
-    """x * Clip(x + 3, 0, 6) / 6 after a conv: one PointWise layer in TensorRT's engines (C8), so
-    Q/DQ go on its input and output only, never between its Add, Clip, Mul and Div."""
+def test_a_hardswish_written_as_arithmetic_is_one_layer() -> None:
+    """x * Clip(x + 3, 0, 6) / 6 is one PointWise fusion in TensorRT's engines (C8): inside its
+    conv's layer after a full conv, an INT8 PointWise layer of its own after a depthwise one. Q/DQ
+    go on its input and output only, never between its Add, Clip, Mul and Div."""
     result = _quantized(mobilenet(hardswish="HardSwishMath"), "11")
     assert result.lint_errors == 0 and _placement_warnings(result) == {}
     assert result.engine.reformats == 1 and result.int8_mac_share == 1.0
@@ -92,11 +93,20 @@ def test_a_hardswish_written_as_arithmetic_is_one_int8_pointwise_layer() -> None
             assert readers <= {"Conv", "GlobalAveragePool", "Mul"}
     engine = lint(ir.from_proto(ir.serde.serialize_model(model)), trt="11").engine
     op_of = {node_label(n): n.op_type for n in model.graph}
-    hardswish = [layer for layer in engine.layers if layer.kind.value == "PointWise"
-                 and inner <= {op_of.get(name) for name in layer.onnx_nodes}]
+    holding = [layer for layer in engine.layers
+               if inner <= {op_of.get(name) for name in layer.onnx_nodes}]
     clips = sum(1 for n in model.graph if n.op_type == "Clip")
-    assert clips == 5 and len(hardswish) == clips  # every HardSwish, whole, in one layer
-    assert all(layer.outputs[0].precision.value == "INT8" for layer in hardswish)
+    # Every HardSwish whole in one layer (a layer holding two would have two Clips).
+    assert clips == 5 and sum(
+        [op_of.get(name) for name in layer.onnx_nodes].count("Clip") for layer in holding) == clips
+    depthwise = {node_label(n) for n in model.graph if n.op_type == "Conv"
+                 and n.attributes.get("group") is not None and n.attributes["group"].as_int() > 1}
+    for layer in holding:
+        convs = [name for name in layer.onnx_nodes if op_of.get(name) == "Conv"]
+        assert layer.kind.value == ("Convolution" if convs else "PointWise"), layer.name
+        assert not set(convs) & depthwise  # a depthwise conv takes no pointwise epilogue
+        assert layer.outputs[0].precision.value == "INT8"
+    assert sum(1 for layer in holding if layer.kind.value == "PointWise") == 2  # the depthwise
 
 
 def test_resnet_quantizes_skip_branches_only_and_the_pool() -> None:

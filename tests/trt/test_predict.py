@@ -111,6 +111,58 @@ def test_pad_folds_into_the_conv_and_relu_into_its_epilogue() -> None:
     assert conv.precision == Precision.INT8
 
 
+def _gelu_after_conv(*, group: int = 1, float_reader: bool = False) -> ir.Model:
+    """Conv -> bias Add -> Identity -> x * 0.5 * (1 + Erf(x / sqrt 2)) -> Q/DQ -> conv, as
+    paddle2onnx writes a GELU; ``float_reader`` also reads the conv's output in float."""
+    g = GraphBuilder()
+    x = g.qdq(g.input("x", [1, 32, 8, 8]), name="in")
+    y = g.conv(x, 32, 32, group=group, bias=False, name="conv")
+    y = g.node("Add", [y, g.const(np.full((1, 32, 1, 1), 0.1, np.float32))], name="bias")
+    y = g.node("Identity", [y], name="copy")
+    half, one, root2 = (g.const(np.array(v, np.float32)) for v in (0.5, 1.0, 2 ** 0.5))
+    erf = g.node("Erf", [g.node("Div", [y, root2], name="div")], name="erf")
+    gelu = g.node("Mul", [g.node("Mul", [y, g.node("Add", [erf, one], name="plus1")],
+                                 name="mul"), half], name="gelu")
+    if float_reader:
+        g.output(g.node("Sigmoid", [y], name="other"))
+    g.output(g.conv(g.qdq(gelu, 0.05, name="act"), 32, 32, name="next"))
+    return g.ir()
+
+
+def test_a_conv_takes_the_gelu_after_it_and_writes_int8() -> None:
+    """Ampere and later GPUs match a pointwise DAG as one fusion and fuse it into the conv (C8;
+    TensorRT issues 1240 and 2572, ptlflow issue 65's `Conv + PWN(... Erf ...)` layer): the Q
+    after the GELU fuses too. Not on DLA, and not after a depthwise conv."""
+    gelu = {"bias", "copy", "div", "erf", "plus1", "mul", "gelu"}
+    engine = predict_engine(_gelu_after_conv(), trt="10")
+    conv = next(layer for layer in engine.layers if "conv" in layer.onnx_nodes)
+    assert gelu <= set(conv.onnx_nodes) and conv.output_precision == Precision.INT8
+    assert [layer.name for layer in engine.reformats()] == ["in_Q"]  # the network input only
+    for model, why in ((_gelu_after_conv(group=32), "depthwise"),
+                       (_gelu_after_conv(float_reader=True), "read elsewhere")):
+        engine = predict_engine(model, trt="10")
+        conv = next(layer for layer in engine.layers if "conv" in layer.onnx_nodes)
+        assert not {"div", "erf", "gelu"} & set(conv.onnx_nodes), why
+        assert "act_Q" in [layer.name for layer in engine.reformats()], why
+    engine = predict_engine(_gelu_after_conv(), trt="10", target="dla")
+    conv = next(layer for layer in engine.layers if "conv" in layer.onnx_nodes)
+    assert {"bias", "copy"} <= set(conv.onnx_nodes) and "erf" not in conv.onnx_nodes
+
+
+def test_a_residual_add_behind_an_identity_fuses_into_the_conv() -> None:
+    """paddle2onnx puts an Identity after every op; TensorRT removes them, so Conv -> Identity ->
+    Add(skip) is the usual residual fusion (C3)."""
+    g = GraphBuilder()
+    x = g.node("Relu", [g.conv(g.qdq(g.input("x", [1, 32, 8, 8])), 32, 32, name="c0")])
+    y = g.node("Identity", [g.conv(g.qdq(x, 0.05, name="main"), 32, 32, name="c1")], name="copy")
+    out = g.node("Add", [y, g.qdq(x, 0.05, name="skip")], name="add")
+    g.output(g.conv(g.qdq(g.node("Relu", [out], name="relu"), 0.05), 32, 32, name="c2"))
+    engine = predict_engine(g.ir(), trt="10")
+    conv = next(layer for layer in engine.layers if "c1" in layer.onnx_nodes)
+    assert {"copy", "add", "relu"} <= set(conv.onnx_nodes)
+    assert conv.output_precision == Precision.INT8
+
+
 def test_concat_with_one_scale_is_elided_in_int8() -> None:
     g = GraphBuilder()
     x = g.dequantize(g.quantize(g.input("x", [1, 32, 8, 8]), 0.1, name="q1"), 0.1)

@@ -170,7 +170,7 @@ def plan_placement(
     graph = model.graph
     blocked = dict(blocked or {})
     types = types if types is not None else infer_value_types(model)
-    facts = collect_facts(graph, QdqView(graph), types)
+    facts = collect_facts(graph, QdqView(graph), types, generic_epilogues=target != "dla")
     for node in graph:
         pattern = matches(node, exclude)
         if pattern is not None and node not in blocked:

@@ -5,7 +5,11 @@
 1. A weighted op (Conv, ConvTranspose, Gemm, MatMul with a constant weight) takes its weight Q/DQ,
    a zero-padding Pad in front, and the epilogue behind it: BatchNormalization, bias/scale
    arithmetic with constants, activations (SiLU as Sigmoid+Mul), and at most one residual Add with a
-   trailing activation. The chain stops at a tensor with more than one reader or at a Q.
+   trailing activation; Identity and Dropout in the chain are no-ops it passes. The chain stops at
+   a tensor with more than one reader or at a Q. On the GPU (``generic_epilogues``) a non-depthwise
+   op also takes a pointwise DAG that reads only its output and constants (an erf GELU, a
+   decomposed HardSwish or Mish): TensorRT matches it as one PointWise fusion, then fuses that into
+   the convolution or GEMM (C8).
 2. A residual Add (two computed inputs) joins the convolution on its *non-residual* input: an input
    that arrives through DQ is the residual; if both are plain convolution chains the later one takes
    the Add (it runs last and reads the other). The Add stays alone when the chain already holds an
@@ -80,6 +84,9 @@ class GraphFacts:
     folded_nodes: set[ir.Node]
     weighted: set[ir.Node]  # weighted ops with a constant weight (a set: membership is hot)
     types: ValueTypes = field(default_factory=ValueTypes)  # inferred where the model has none
+    # A weighted op takes a following pointwise DAG into its layer (GPU, rule 1); DLA runs each
+    # elementwise op as a layer of its own.
+    generic_epilogues: bool = True
 
     def shape_of(self, value: ir.Value) -> ir.Shape | None:
         return self.types.shape_of(value)
@@ -107,11 +114,13 @@ class GraphFacts:
         return find_residual_owners(self)
 
 
-def collect_facts(graph: ir.Graph, view: QdqView, types: ValueTypes | None = None) -> GraphFacts:
+def collect_facts(graph: ir.Graph, view: QdqView, types: ValueTypes | None = None, *,
+                  generic_epilogues: bool = True) -> GraphFacts:
     order: dict[ir.Node, int] = {}
     folded: set[ir.Node] = set()
     weighted = {n for n in view.weighted_nodes if view.weight_index(n) is not None}
-    facts = GraphFacts(graph, view, order, folded, weighted, types or ValueTypes())
+    facts = GraphFacts(graph, view, order, folded, weighted, types or ValueTypes(),
+                       generic_epilogues)
     for index, node in enumerate(graph):
         order[node] = index
         if node.op_type == "Constant" or node.op_type in SHAPE_OPS:
@@ -143,8 +152,13 @@ def _silu_mul(facts: GraphFacts, value: ir.Value) -> tuple[ir.Node, ir.Node] | N
 
 
 def is_epilogue_op(facts: GraphFacts, node: ir.Node, value: ir.Value) -> bool:
-    """A node that folds into the producer's epilogue when it reads ``value`` (C2, C7)."""
-    if not is_default_domain(node) or node.op_type not in POINTWISE:
+    """A node that folds into the producer's epilogue when it reads ``value`` (C2, C7); an
+    Identity or Dropout is a no-op the chain passes."""
+    if not is_default_domain(node):
+        return False
+    if node.op_type in _NO_OPS:
+        return bool(node.inputs) and node.inputs[0] is value
+    if node.op_type not in POINTWISE:
         return False
     if node.op_type == "BatchNormalization" or node.op_type in ACTIVATIONS:
         return node.inputs[0] is value
@@ -152,6 +166,58 @@ def is_epilogue_op(facts: GraphFacts, node: ir.Node, value: ir.Value) -> bool:
         others = [v for v in node.inputs if v is not value]
         return len(others) == 1 and facts.is_constant(others[0])
     return False
+
+
+_NO_OPS = frozenset({"Identity", "Dropout"})
+
+
+def _is_depthwise(node: ir.Node) -> bool:
+    group = node.attributes.get("group")
+    return node.op_type in ("Conv", "ConvTranspose") and group is not None and group.as_int() > 1
+
+
+def _epilogue_dag(
+    facts: GraphFacts, value: ir.Value, owners: dict[ir.Node, tuple[ir.Node, ir.Value]]
+) -> list[ir.Node]:
+    """The pointwise nodes after ``value`` that form one closed DAG: each reads only ``value``,
+    the DAG's own results and constants, every reader of ``value`` and of each inner result is in
+    it, and one result leaves it (rule 1). Grown in graph order; the longest closed prefix is
+    returned, empty when there is none. Linear in the nodes it visits."""
+
+    def eligible(node: ir.Node) -> bool:
+        return (node.op_type in POINTWISE and is_default_domain(node) and node not in owners
+                and node not in facts.folded_nodes and node not in facts.weighted)
+
+    def readers(v: ir.Value) -> list[ir.Node] | None:
+        found = [use.node for use in v.uses()]
+        if v.is_graph_output() or not found or not all(eligible(n) for n in found):
+            return None
+        return found
+
+    first = readers(value)
+    if first is None:
+        return []
+    known = {value}
+    members: list[ir.Node] = []
+    closed: list[ir.Node] = []
+    frontier: dict[ir.Node, None] = dict.fromkeys(first)
+    while frontier:
+        node = min(frontier, key=facts.order.__getitem__)
+        if not all(v is None or v in known or facts.is_constant(v) for v in node.inputs):
+            break  # it needs a value from outside the DAG
+        del frontier[node]
+        members.append(node)
+        out = node.outputs[0]
+        known.add(out)
+        if not frontier:
+            closed = list(members)
+        following = readers(out)
+        if following is None:
+            if frontier:
+                break  # an inner result is read outside the DAG
+            return closed
+        frontier.update(dict.fromkeys(following))
+    return closed
 
 
 def chain_root(
@@ -312,10 +378,13 @@ def _weighted_block(
             break
         else:
             pair = _silu_mul(facts, value)
-            if pair is None or block.residual_add is not None:
+            dag: list[ir.Node] = list(pair) if pair is not None else []
+            if not dag and facts.generic_epilogues and not _is_depthwise(node):
+                dag = _epilogue_dag(facts, value, owners)
+            if not dag or block.residual_add is not None:
                 break
-            block.nodes += list(pair)
-            value = pair[1].outputs[0]
+            block.nodes += dag
+            value = dag[-1].outputs[0]
             continue
         block.nodes.append(reader)
         value = reader.outputs[0]
