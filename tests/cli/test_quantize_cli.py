@@ -28,7 +28,8 @@ def test_summary_names_everything_a_user_checks(model_and_data, tmp_path: Path, 
     text = capsys.readouterr().out
     assert code == 0 and out.exists() and (tmp_path / "int8.quant.json").exists()
     for needle in ("calibration   4 samples", "INT8 MACs     100.0%", "engine        TensorRT 10",
-                   "lint          0 errors", f"trtexec --onnx={out} --int8 --fp16"):
+                   "lint          0 errors", f"trtexec --onnx={out} --int8 --fp16",
+                   "by output     output error ", "the per-tensor picks' on 4 calibration samples"):
         assert needle in text
 
 

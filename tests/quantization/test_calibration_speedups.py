@@ -40,7 +40,9 @@ def _batches(count: int) -> list[dict[str, np.ndarray]]:
             for _ in range(count)]
 
 
-@pytest.mark.parametrize("method", ["max", "auto"])
+# ``entropy``: a histogram method (``auto`` would add its choice by the output error, which
+# compares configurations on a few samples and may tip either way on a one-bin difference).
+@pytest.mark.parametrize("method", ["max", "entropy"])
 def test_optimized_calibration_session_keeps_the_scales(monkeypatch, method: str) -> None:  # type: ignore[no-untyped-def]
     batches = _batches(3)
     fast = quantize(ULTRAFACE, batches, method=method, trt="10")

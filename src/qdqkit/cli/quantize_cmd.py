@@ -88,6 +88,24 @@ def run(args: argparse.Namespace) -> int:
     return result.exit_code
 
 
+def _by_output_line(chosen: dict[str, Any] | None) -> list[str]:
+    """How ``auto`` judged its choice on the output, next to each uniform method."""
+    if not chosen:
+        return []
+    gain = chosen["gain_db"]
+
+    def db(value: float | None) -> str:
+        if value is None:
+            return "exact"
+        return f"{abs(value):.1f} dB {'below' if value >= 0 else 'above'}"
+
+    uniform = ", ".join(f"{m} {db(v)}" for m, v in gain.items() if m not in ("chosen",
+                                                                             "least-error"))
+    return [f"  by output     output error {db(gain.get('chosen'))} the per-tensor picks' on "
+            f"{chosen['samples']} calibration samples ({chosen['runs']} runs; every group at "
+            f"{uniform})"]
+
+
 def render(result: Any) -> str:
     cal = result.calibration
     picked = Counter(t.method for t in result.tensors)
@@ -106,6 +124,7 @@ def render(result: Any) -> str:
         f"{cal['data']}",
         f"  scales        {len(result.tensors)} tensors; method {result.options['method']}"
         f"{f' (picked: {methods})' if methods else ''}; {clipped} clip more than 1% of values",
+        *_by_output_line(cal.get("auto_by_output")),
         f"  INT8 MACs     {'unknown' if share is None else f'{share:.1%}'} of {macs(total)} "
         f"({sum(1 for w in weighted if w.quantized)}/{len(weighted)} weighted ops)",
         f"  engine        TensorRT {result.options['trt']} {result.options['target']}: "

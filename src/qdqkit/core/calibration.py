@@ -9,7 +9,8 @@ Methods, all on the observer's 2048-bin histogram of |x| except ``max``:
 - ``mse``: the clip value with the least expected quantization error on the histogram (see
   :func:`expected_mse`), searched over bin edges.
 - ``auto``: per tensor, whichever of the above gives the least expected error; the result records
-  the method picked.
+  the method picked. (``qdqkit quantize``'s ``auto`` starts from these picks and then judges by
+  the network's output: ``quantization.by_output``.)
 
 An all-zero tensor gets amax 0 and scale 1.0: any scale represents zeros exactly.
 """

@@ -11,6 +11,7 @@ The caller's model and file are never changed.
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
 from collections.abc import Mapping, Sequence
@@ -32,6 +33,7 @@ from qdqkit.core.progress import Progress
 from qdqkit.core.qdq import node_label
 from qdqkit.core.shapes import infer_value_types
 from qdqkit.linting import lint
+from qdqkit.quantization.by_output import SampleKeeper, choose_by_output
 from qdqkit.quantization.calibrate import calibrate_groups
 from qdqkit.quantization.fp16_watch import Fp16Watch, fp16_watch
 from qdqkit.quantization.prepare import (
@@ -131,13 +133,25 @@ def quantize(
     # The FP16 remainder needs the range of every float tensor the engine writes to memory.
     watch = fp16_watch(quantized, types, {n for members in groups.values() for n in members}
                        ) if fp16 else Fp16Watch([])
+    # ``auto`` keeps a few samples to choose each group's method by the output error.
+    # Not for random data (its error means nothing) nor a model onnxruntime cannot run whole.
+    by_output = method == "auto" and not calibration_data.is_random and not blocked
+    keeper = SampleKeeper(calibration_data.inputs) if by_output else None
     with Progress("calibrating", total=calibration_data.total_samples, enabled=progress) as bar:
         calibrated = calibrate_groups(proto, groups, calibration_data, method=method,
                                       percentile=percentile, watch=watch.tensors,
                                       on_batch=bar.advance,
-                                      forwards=custom_ops)
+                                      forwards=custom_ops,
+                                      on_feeds=keeper.offer if keeper is not None else None)
     if calibrated.samples == 0:
         raise QdqkitError(f"{calibration_data.description}: no calibration samples; give data")
+    chosen: dict[str, Any] = {}
+    if keeper is not None:
+        choice = choose_by_output(quantized, placement, calibrated, keeper.samples(),
+                                  per_tensor_weights=per_tensor_weights)
+        calibrated = calibrated.choose(choice.methods)
+        chosen = {"samples": len(keeper.samples()), "runs": choice.runs,
+                  "gain_db": {name: _db(error) for name, error in choice.errors.items()}}
     scales = calibrated.group_scales
     missing = [p.value.name for p in placement.points if p.group not in scales]
     if missing:
@@ -181,6 +195,8 @@ def quantize(
         "data": calibration_data.description, "random": calibration_data.is_random,
         "samples": calibrated.samples, "batches": calibrated.batches, "smoothed": smoothed,
     }
+    if chosen:
+        calibration["auto_by_output"] = chosen
     _stamp(quantized, options, calibration)
     record_kept_float(quantized, {node_label(d.node): d.reason for d in placement.weighted
                                   if not d.quantized and d.reason})
@@ -212,6 +228,14 @@ def quantize(
             outputs.stage_text(report_path(out_path), dumps_json(result.report_json()))
     result.seconds = time.perf_counter() - start
     return result
+
+
+def _db(relative_error: float) -> float | None:
+    """How far below the per-tensor picks' an output error is, in dB, rounded for the report;
+    None when the output was exact."""
+    if relative_error <= 0:
+        return None
+    return round(-10.0 * math.log10(relative_error), 2)
 
 
 def report_path(output: Path) -> Path:

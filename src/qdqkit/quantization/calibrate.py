@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import onnx
@@ -68,6 +68,41 @@ class Calibrated:
     blocked_nodes: tuple[str, ...]
     samples: int
     batches: int
+    # Per group, the observers of its members: scales by another method need no second pass.
+    observers: dict[str, list[TensorObserver]] = field(default_factory=dict)
+    requested: str = "max"
+    percentile: float = 99.99
+
+    def candidates(self, group: str, methods: Sequence[str]) -> dict[str, float]:
+        """The amax each of ``methods`` gives ``group``."""
+        union = merged(group, self.observers[group])
+        return {m: calibrate(union, m, percentile=self.percentile).amax for m in methods}
+
+    def choose(self, methods: Mapping[str, str]) -> Calibrated:
+        """The same statistics with ``methods[group]`` calibrating each group it names (the
+        others keep theirs); what each tensor records follows."""
+        scales = dict(self.group_scales)
+        records = [t for t in self.tensors if t.group not in methods]
+        for group, method in methods.items():
+            seen = self.observers[group]
+            result = calibrate(merged(group, seen), method, percentile=self.percentile)
+            scales[group] = result.scale
+            records += _records(group, seen, result, self.requested)
+        order = {t.tensor: i for i, t in enumerate(self.tensors)}
+        records.sort(key=lambda t: order[t.tensor])
+        return replace(self, group_scales=scales, tensors=records)
+
+
+def _records(group: str, seen: Sequence[TensorObserver], result: TensorCalibration,
+             requested: str) -> list[TensorScale]:
+    records = []
+    for observer in seen:
+        clipped = (clipped_fraction(observer, result.amax) if observer.histogram is not None
+                   else float(observer.absmax > result.amax))
+        records.append(TensorScale(
+            observer.name, group, result.scale, result.amax, result.method, requested,
+            observer.minimum, observer.maximum, clipped, observer.count))
+    return records
 
 
 def calibrate_groups(
@@ -80,8 +115,11 @@ def calibrate_groups(
     watch: Sequence[str] = (),
     on_batch: Callable[[int], None] | None = None,
     forwards: Mapping[str, HostForward] | None = None,
+    on_feeds: Callable[[Mapping[str, np.ndarray]], None] | None = None,
 ) -> Calibrated:
-    """Observe ``groups``' tensors (and the ranges of ``watch``) over ``batches``; scale groups."""
+    """Observe ``groups``' tensors (and the ranges of ``watch``) over ``batches``; scale groups.
+
+    ``on_feeds`` sees each batch of feeds (``quantization.by_output`` keeps a few samples)."""
     quantized = list(dict.fromkeys(name for members in groups.values() for name in members))
     histogram = method != "max"
     wanted = set(quantized)
@@ -95,6 +133,8 @@ def calibrate_groups(
         for name, array in tensors.items():
             observers[name].update(array)
         del tensors  # this batch and the one running ahead are all the activations alive
+        if on_feeds is not None:
+            on_feeds(feeds)
         first = next(iter(feeds.values()), None)
         in_batch = int(first.shape[0]) if first is not None and first.ndim else 1
         samples += in_batch
@@ -104,22 +144,19 @@ def calibrate_groups(
     skipped = set(runner.skipped)
     group_scales: dict[str, float] = {}
     records: list[TensorScale] = []
+    kept: dict[str, list[TensorObserver]] = {}
     for group, members in groups.items():
         seen = [observers[m] for m in members if m in observers and observers[m].count]
         if not seen or any(m in skipped for m in members):
             continue
         result: TensorCalibration = calibrate(merged(group, seen), method, percentile=percentile)
         group_scales[group] = result.scale
-        for observer in seen:
-            clipped = (clipped_fraction(observer, result.amax) if observer.histogram is not None
-                       else float(observer.absmax > result.amax))
-            records.append(TensorScale(
-                observer.name, group, result.scale, result.amax, result.method, method,
-                observer.minimum, observer.maximum, clipped, observer.count))
+        records += _records(group, seen, result, method)
+        kept[group] = seen
     ranges = {name: (obs.minimum, obs.maximum) for name, obs in observers.items()
               if name not in wanted and obs.count}
     return Calibrated(group_scales, records, ranges, tuple(sorted(skipped)),
-                      runner.blocked_nodes, samples, count)
+                      runner.blocked_nodes, samples, count, kept, method, percentile)
 
 
 def _look_ahead(

@@ -1,0 +1,295 @@
+"""``auto`` calibration: each scale group's method chosen by the network's output error.
+
+The least quantization error per tensor is not the least error at the output. Clipping a
+tensor's largest values can cost the output far more than its share of the tensor's error: on
+PP-OCRv6's recognizer, one stem tensor clipped at its least-MSE point (0.73 of its max) takes
+the output from 19.4 to 15.7 dB, and every tensor at its least-MSE point gives 14.7 dB against
+17.1 dB for plain max; on the PicoDet layout detector clipping is what keeps boxes at all. The
+error a tensor adds at its readers' outputs does not tell them apart either. So ``auto``
+measures the output:
+
+1. Candidates per group: ``max``, ``percentile`` and ``mse``-or-better, the per-tensor pick of
+   ``core.calibration`` (the least expected error of its methods).
+2. Evaluation samples: the 8 calibration samples with the smallest content digest (batches
+   split into samples where the batch axis is dynamic), kept while calibrating. The choice,
+   like the scales, depends on neither the batch size nor the order of the data.
+3. One session of the model with every planned Q/DQ and quantized weights, the activation
+   scales fed as inputs: trying a configuration is a run, not a new session. Each network
+   output is judged against the float model on the same samples: by squared error, or, behind
+   a Softmax or Sigmoid, by the KL divergence of its probabilities (``_expose_judged``). A
+   configuration's error is the mean over outputs of each one's error relative to the per-tensor
+   picks', so outputs in different units weigh alike.
+4. The per-tensor picks start, unless every group at ``max`` or at ``percentile`` does better;
+   then runs of consecutive groups (graph order: the whole list, halves, quarters...) switch
+   between ``max`` and the per-tensor pick while that lowers the error, within a fixed number of
+   runs. A change is kept only when it lowers the error by 0.5 dB or more, so the noise of a few
+   samples does not steer the choice. A run that switches nothing is never made.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import heapq
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import onnx_ir as ir
+
+from qdqkit.core.model_inputs import ModelInput
+from qdqkit.core.numerics import make_session, run
+from qdqkit.core.qdq import is_dequantize, is_quantize
+from qdqkit.core.upcast import upcast_float16
+from qdqkit.passes.insert_qdq import ActivationQdq, InsertQdq, WeightQdq
+from qdqkit.quantization.calibrate import Calibrated
+from qdqkit.trt.placement import Placement
+
+SAMPLES = 8  # evaluation samples
+SEARCH_RUNS = 12  # configurations tried after the uniform ones
+# A configuration replaces the best one only when its error is this much lower (0.5 dB): a few
+# samples must not steer the choice by their noise.
+MARGIN = 10 ** -0.05
+LOCAL = "auto"  # the per-tensor pick of ``core.calibration``
+UNIFORM = ("max", "percentile", LOCAL)
+
+
+class SampleKeeper:
+    """The ``count`` calibration samples with the smallest content digest (rule 2)."""
+
+    def __init__(self, inputs: Sequence[ModelInput], count: int = SAMPLES) -> None:
+        self.count = count
+        self._split = all(i.dims is not None and len(i.dims) > 0 and i.dims[0] is None
+                          for i in inputs)
+        self._heap: list[tuple[bytes, int, dict[str, np.ndarray]]] = []
+        self._seen = 0
+
+    def offer(self, feeds: Mapping[str, np.ndarray]) -> None:
+        arrays = {name: np.asarray(value) for name, value in feeds.items()}
+        sizes = {a.shape[0] if a.ndim else -1 for a in arrays.values()}
+        units: list[dict[str, np.ndarray]] = [arrays]
+        if self._split and len(sizes) == 1 and (size := next(iter(sizes))) > 1:
+            units = [{k: a[i:i + 1] for k, a in arrays.items()} for i in range(size)]
+        for unit in units:
+            digest = hashlib.blake2b(digest_size=16)
+            for name in sorted(unit):
+                array = np.ascontiguousarray(unit[name])
+                digest.update(name.encode())
+                digest.update(str(array.dtype).encode() + str(array.shape).encode())
+                digest.update(array.tobytes())
+            # Negated so the heap's top is the largest digest kept: the one to drop next.
+            key = bytes(255 - b for b in digest.digest())
+            self._seen += 1
+            entry = (key, -self._seen, {k: np.array(a) for k, a in unit.items()})
+            if len(self._heap) < self.count:
+                heapq.heappush(self._heap, entry)
+            elif key > self._heap[0][0]:
+                heapq.heapreplace(self._heap, entry)
+
+    def samples(self) -> list[dict[str, np.ndarray]]:
+        """The kept samples, smallest digest first."""
+        return [unit for _, _, unit in sorted(self._heap, key=lambda e: e[0], reverse=True)]
+
+
+@dataclass
+class OutputChoice:
+    """The method per group and the output error of each configuration tried."""
+
+    methods: dict[str, str]
+    # Configuration -> output error relative to the per-tensor picks': "least-error" (those, so
+    # 1.0), "max", "percentile" (every group at that method) and "chosen".
+    errors: dict[str, float] = field(default_factory=dict)
+    runs: int = 0
+
+
+def choose_by_output(
+    planned: ir.Model, placement: Placement, calibrated: Calibrated,
+    samples: Sequence[Mapping[str, np.ndarray]], *, per_tensor_weights: bool = False,
+    search_runs: int = SEARCH_RUNS,
+) -> OutputChoice:
+    """Rules 3 and 4 of the module docstring: the method per calibrated group."""
+    groups = [g for g in dict.fromkeys(p.group for p in placement.points)
+              if g in calibrated.observers]
+    if not groups or not samples:
+        return OutputChoice({})
+    amaxes = {g: calibrated.candidates(g, UNIFORM) for g in groups}
+    evaluator = _Evaluator(planned, placement, groups, samples, per_tensor_weights)
+
+    baseline: list[np.ndarray] = []
+
+    def error(methods: Mapping[str, str]) -> float:
+        """The mean over judged outputs of each one's error relative to the per-tensor picks'
+        (the first configuration measured): outputs judged in other units weigh alike."""
+        per_output = evaluator.errors({g: amaxes[g][methods[g]] for g in groups})
+        if not baseline:
+            baseline.append(np.maximum(per_output, 1e-30))
+        return float(np.mean(per_output / baseline[0]))
+
+    choice = OutputChoice({})
+    best_methods = {g: LOCAL for g in groups}
+    best = error(best_methods)
+    choice.errors["least-error"] = best
+    choice.runs += 1
+    for method in ("max", "percentile"):
+        methods = {g: method for g in groups}
+        value = error(methods)
+        choice.errors[method] = value
+        choice.runs += 1
+        if value < best * MARGIN:
+            best, best_methods = value, methods
+    # Rule 4: switch runs of groups between max and the per-tensor pick, coarse to fine.
+    other = {g: ("max" if best_methods[g] != "max" else LOCAL) for g in groups}
+    differs = [g for g in groups if amaxes[g][other[g]] != amaxes[g][best_methods[g]]]
+    runs = [differs] if differs else []
+    tried = 0
+    while runs and tried < search_runs:
+        block = runs.pop(0)
+        trial = dict(best_methods)
+        for g in block:
+            trial[g] = other[g] if best_methods[g] == trial[g] else best_methods[g]
+        value = error(trial)
+        tried += 1
+        choice.runs += 1
+        if value < best * MARGIN:
+            best, best_methods = value, trial
+            for g in block:
+                other[g] = "max" if trial[g] != "max" else LOCAL
+        elif len(block) > 1:
+            half = len(block) // 2
+            runs += [block[:half], block[half:]]
+    choice.errors["chosen"] = best
+    choice.methods = best_methods
+    return choice
+
+
+class _Evaluator:
+    """The quantized model with activation scales as inputs, and the float outputs to match."""
+
+    def __init__(self, planned: ir.Model, placement: Placement, groups: Sequence[str],
+                 samples: Sequence[Mapping[str, np.ndarray]], per_tensor_weights: bool) -> None:
+        self.samples = list(samples)
+        float_model = planned.clone()
+        upcast_float16(float_model)  # onnxruntime's float optimizations are for float32 graphs
+        self.judged = _expose_judged(float_model)
+        self.outputs = [j.name for j in self.judged]
+        reference = make_session(float_model, optimize=True)
+        self.reference = [run(reference, s, self.outputs) for s in self.samples]
+        self.inputs = {g: f"qdqkit_scale_{i}" for i, g in enumerate(groups)}
+        self.session = make_session(self._model(planned, placement, per_tensor_weights),
+                                    optimize=True)
+
+    def _model(self, planned: ir.Model, placement: Placement,
+               per_tensor_weights: bool) -> ir.Model:
+        model = planned.clone()  # the placement's nodes are ``planned``'s: map them by position
+        same = dict(zip(planned.graph, model.graph, strict=True))
+        values = {v: c for n, m in same.items() for v, c in zip(n.outputs, m.outputs, strict=True)}
+        values.update(zip(planned.graph.inputs, model.graph.inputs, strict=True))
+        points = [p for p in placement.points if p.group in self.inputs and p.value in values]
+        InsertQdq(
+            [ActivationQdq(values[p.value], 1.0, None if p.readers is None
+                           else tuple(same[r] for r in p.readers)) for p in points],
+            [WeightQdq(same[n], per_tensor=per_tensor_weights)
+             for n in placement.quantized_weighted],
+        )(model)
+        upcast_float16(model)
+        _expose_judged(model)
+        group_of = {values[p.value]: p.group for p in points}
+        scale_inputs: dict[str, ir.Value] = {}
+        for group, name in self.inputs.items():
+            value = ir.Value(name=name, type=ir.TensorType(ir.DataType.FLOAT), shape=ir.Shape([]))
+            model.graph.inputs.append(value)
+            scale_inputs[group] = value
+        for node in list(model.graph):
+            if not is_quantize(node):
+                continue
+            source = node.inputs[0]
+            producer = source.producer() if source is not None else None
+            if producer is not None and producer.op_type == "Cast" and producer.inputs:
+                source = producer.inputs[0]  # rule 1 of InsertQdq: a cast around the pair
+            owner = group_of.get(source) if source is not None else None
+            if owner is None:
+                continue
+            node.replace_input_with(1, scale_inputs[owner])
+            for use in list(node.outputs[0].uses()):
+                if is_dequantize(use.node):
+                    use.node.replace_input_with(1, scale_inputs[owner])
+        return model
+
+    def errors(self, amaxes: Mapping[str, float]) -> np.ndarray:
+        """Per judged output, its error on the samples (rule 3)."""
+        scales = {self.inputs[g]: np.array(a / 127.0 if a > 0 else 1.0, np.float32)
+                  for g, a in amaxes.items()}
+        totals = np.zeros(len(self.judged))
+        for sample, want in zip(self.samples, self.reference, strict=True):
+            got = run(self.session, {**sample, **scales}, self.outputs)
+            for i, judged in enumerate(self.judged):
+                totals[i] += judged.error(want[judged.name], got[judged.name])
+        return totals
+
+
+@dataclass(frozen=True)
+class _Judged:
+    """A tensor the error is measured on, and how (rule 3)."""
+
+    name: str
+    kind: str  # "energy", "softmax" (its probabilities, over ``axis``) or "sigmoid"
+    axis: int = -1
+
+    def error(self, want: np.ndarray, got: np.ndarray) -> float:
+        a, b = want.astype(np.float64), np.nan_to_num(got.astype(np.float64), nan=1e30)
+        if self.kind == "softmax":  # KL(float || quantized) of the probabilities
+            log_p, log_q = _log_softmax(a, self.axis), _log_softmax(b, self.axis)
+            return float(np.sum(np.exp(log_p) * (log_p - log_q)))
+        if self.kind == "sigmoid":  # the same, per element, for two-way probabilities
+            log_p, log_q = -np.logaddexp(0.0, -a), -np.logaddexp(0.0, -b)
+            log_1p, log_1q = -np.logaddexp(0.0, a), -np.logaddexp(0.0, b)
+            return float(np.sum(np.exp(log_p) * (log_p - log_q)
+                                + np.exp(log_1p) * (log_1p - log_1q)))
+        return float(np.sum((a - b) ** 2))
+
+
+def _log_softmax(x: np.ndarray, axis: int) -> np.ndarray:
+    shifted = x - np.max(x, axis=axis, keepdims=True)
+    return shifted - np.log(np.sum(np.exp(shifted), axis=axis, keepdims=True))
+
+
+_COPIES = frozenset({"Reshape", "Transpose", "Flatten", "Squeeze", "Unsqueeze", "Identity"})
+
+
+def _expose_judged(model: ir.Model) -> list[_Judged]:
+    """The tensors the error is measured on, made graph outputs (rule 3). A network output made
+    by Softmax, LogSoftmax or Sigmoid (through copies) is judged by how far its probabilities
+    moved, computed from the values they read: the KL divergence, weighted by the float model's
+    probabilities. Energy would not do there: confident samples saturate the probabilities (a
+    classifier's at 98 dB on samples whose logits are at 30), and logits carry offsets softmax
+    ignores and thousands of classes nobody reads (a recognizer's at 3 dB)."""
+    graph = model.graph
+    judged: dict[str, _Judged] = {}
+    for output in graph.outputs:
+        value, found = output, _Judged(output.name or "", "energy")
+        while (producer := value.producer()) is not None and producer.inputs:
+            source = producer.inputs[0]
+            if source is None or not source.name:
+                break
+            if producer.op_type in ("Softmax", "LogSoftmax"):
+                axis = producer.attributes.get("axis")
+                default = -1 if _opset(model) >= 13 else 1
+                found = _Judged(source.name, "softmax",
+                                axis.as_int() if axis is not None else default)
+                break
+            if producer.op_type == "Sigmoid":
+                found = _Judged(source.name, "sigmoid")
+                break
+            if producer.op_type not in _COPIES:
+                break
+            value = source
+        judged.setdefault(found.name, found)
+    by_name = {v.name: v for n in graph for v in n.outputs if v.name}
+    for name in judged:
+        exposed = by_name.get(name)
+        if exposed is not None and exposed not in graph.outputs:
+            graph.outputs.append(exposed)
+    return list(judged.values())
+
+
+def _opset(model: ir.Model) -> int:
+    return int(model.opset_imports.get("", model.opset_imports.get("ai.onnx", 13)))

@@ -1,0 +1,90 @@
+"""``auto``'s choice by the output error: a tensor whose rare large values carry the output keeps
+its max, and the samples it judges on depend on neither batch size nor order."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx_ir as ir
+
+from qdqkit.core.model_inputs import ModelInput
+from qdqkit.core.numerics import make_session
+from qdqkit.examples.graph import GraphBuilder
+from qdqkit.quantization import quantize
+from qdqkit.quantization.by_output import SampleKeeper
+
+
+def _thresholded() -> GraphBuilder:
+    """conv (identity) -> Relu -> t -> conv (identity, bias -0.8) -> Relu: the output is t's
+    heavy tail above 0.8, which t's least-MSE clip cuts into."""
+    g = GraphBuilder("tail", seed=0)
+    x = g.input("x", ["N", 8, 16, 16])
+    eye = np.eye(8, dtype=np.float32).reshape(8, 8, 1, 1)
+    t = g.node("Relu", [g.node("Conv", [x, g.const(eye, "w1")], kernel_shape=[1, 1])], out="t")
+    head = g.node("Conv", [t, g.const(eye, "w2"), g.const(np.full(8, -0.8, np.float32), "b2")],
+                  kernel_shape=[1, 1], name="head")
+    g.output(g.node("Relu", [head]))
+    return g
+
+
+def _data(count: int, seed: int = 1) -> list[dict[str, np.ndarray]]:
+    rng = np.random.default_rng(seed)
+    return [{"x": rng.laplace(0.0, 0.1, (1, 8, 16, 16)).astype(np.float32)}
+            for _ in range(count)]
+
+
+def _snr_db(model: ir.Model, reference: GraphBuilder, data: list[dict[str, np.ndarray]]) -> float:
+    want = make_session(reference.proto().SerializeToString())
+    got = make_session(ir.from_proto(ir.serde.serialize_model(model)))
+    signal = noise = 0.0
+    for feeds in data:
+        a, b = want.run(None, feeds)[0], got.run(None, feeds)[0]
+        signal += float(np.sum(a.astype(np.float64) ** 2))
+        noise += float(np.sum((a.astype(np.float64) - b) ** 2))
+    return 10.0 * float(np.log10(signal / noise))
+
+
+def test_auto_keeps_the_max_where_clipping_costs_the_output() -> None:
+    builder = _thresholded()
+    data, held_out = _data(16), _data(24, seed=2)
+    auto = quantize(builder.proto(), data, method="auto", trt="10")
+    mse = quantize(builder.proto(), data, method="mse", trt="10")
+    relu = next(t for t in auto.tensors if t.tensor == "t")
+    assert relu.method == "max" and relu.clipped_fraction == 0.0
+    assert next(t for t in mse.tensors if t.tensor == "t").amax < relu.amax  # it clips
+    assert auto.model is not None and mse.model is not None
+    assert _snr_db(auto.model, builder, held_out) > _snr_db(mse.model, builder, held_out) + 3.0
+    report = auto.calibration["auto_by_output"]
+    assert report["samples"] == 8 and report["runs"] >= 3
+    assert set(report["gain_db"]) == {"max", "percentile", "least-error", "chosen"}
+    assert report["gain_db"]["least-error"] == 0.0 and report["gain_db"]["chosen"] > 0.0
+    assert "auto_by_output" not in mse.calibration
+
+
+def test_the_judged_samples_depend_on_neither_batch_size_nor_order() -> None:
+    inputs = [ModelInput("x", np.dtype(np.float32), (None, 8, 16, 16))]
+    data = np.concatenate([b["x"] for b in _data(10)])
+
+    def kept(batches: list[np.ndarray]) -> list[bytes]:
+        keeper = SampleKeeper(inputs)
+        for batch in batches:
+            keeper.offer({"x": batch})
+        return [s["x"].tobytes() for s in keeper.samples()]
+
+    ones = kept([data[i:i + 1] for i in range(10)])
+    assert len(ones) == 8
+    assert kept([data[i:i + 5] for i in (5, 0)]) == ones
+    assert kept([data[i:i + 1] for i in (9, 2, 4, 0, 7, 1, 3, 8, 6, 5)]) == ones
+
+
+def test_a_softmax_output_is_judged_on_its_logits() -> None:
+    """Confident samples saturate a Softmax: its input shows how far the values moved."""
+    from qdqkit.quantization.by_output import _expose_judged
+
+    g = GraphBuilder("classifier", seed=0)
+    logits = g.conv(g.input("x", [1, 8, 4, 4]), 8, 8, k=1, weight="float", name="logits")
+    flat = g.node("Flatten", [logits])
+    g.output(g.node("Softmax", [flat], axis=1))
+    model = g.ir()
+    judged = _expose_judged(model)
+    assert [(j.name, j.kind, j.axis) for j in judged] == [(flat, "softmax", 1)]
+    assert [v.name for v in model.graph.outputs][-1] == flat
