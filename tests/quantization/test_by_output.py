@@ -88,3 +88,17 @@ def test_a_softmax_output_is_judged_on_its_logits() -> None:
     judged = _expose_judged(model)
     assert [(j.name, j.kind, j.axis) for j in judged] == [(flat, "softmax", 1)]
     assert [v.name for v in model.graph.outputs][-1] == flat
+
+
+def test_a_failed_judgement_keeps_the_per_tensor_picks_and_says_so(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from qdqkit.core.errors import QdqkitError
+    from qdqkit.quantization import api
+
+    def fails(*args, **kwargs):  # type: ignore[no-untyped-def]
+        raise QdqkitError("onnxruntime cannot run the model: test")
+
+    monkeypatch.setattr(api, "choose_by_output", fails)
+    result = quantize(_thresholded().proto(), _data(8), method="auto", trt="10")
+    assert any("auto kept its per-tensor picks" in w for w in result.warnings)
+    assert "auto_by_output" not in result.calibration
+    assert next(t for t in result.tensors if t.tensor == "t").method != "max"

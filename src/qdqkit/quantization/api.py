@@ -147,11 +147,15 @@ def quantize(
         raise QdqkitError(f"{calibration_data.description}: no calibration samples; give data")
     chosen: dict[str, Any] = {}
     if keeper is not None:
-        choice = choose_by_output(quantized, placement, calibrated, keeper.samples(),
-                                  per_tensor_weights=per_tensor_weights)
-        calibrated = calibrated.choose(choice.methods)
-        chosen = {"samples": len(keeper.samples()), "runs": choice.runs,
-                  "gain_db": {name: _db(error) for name, error in choice.errors.items()}}
+        try:
+            choice = choose_by_output(quantized, placement, calibrated, keeper.samples(),
+                                      per_tensor_weights=per_tensor_weights)
+        except QdqkitError as exc:  # the per-tensor picks stand; say why
+            warnings.append(f"auto kept its per-tensor picks: judging by the output failed ({exc})")
+        else:
+            calibrated = calibrated.choose(choice.methods)
+            chosen = {"samples": len(keeper.samples()), "runs": choice.runs,
+                      "gain_db": {name: _db(error) for name, error in choice.errors.items()}}
     scales = calibrated.group_scales
     missing = [p.value.name for p in placement.points if p.group not in scales]
     if missing:

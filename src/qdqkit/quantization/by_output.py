@@ -236,7 +236,10 @@ class _Judged:
     kind: str  # "energy", "softmax" (its probabilities, over ``axis``) or "sigmoid"
     axis: int = -1
 
-    def error(self, want: np.ndarray, got: np.ndarray) -> float:
+    def error(self, want: object, got: object) -> float:
+        if not (isinstance(want, np.ndarray) and isinstance(got, np.ndarray)) or not (
+                np.issubdtype(want.dtype, np.number) or want.dtype == np.bool_):
+            return 0.0  # a sequence, map or string output: nothing to weigh
         a, b = want.astype(np.float64), np.nan_to_num(got.astype(np.float64), nan=1e30)
         if self.kind == "softmax":  # KL(float || quantized) of the probabilities
             log_p, log_q = _log_softmax(a, self.axis), _log_softmax(b, self.axis)
