@@ -102,3 +102,16 @@ def test_a_failed_judgement_keeps_the_per_tensor_picks_and_says_so(monkeypatch) 
     assert any("auto kept its per-tensor picks" in w for w in result.warnings)
     assert "auto_by_output" not in result.calibration
     assert next(t for t in result.tensors if t.tensor == "t").method != "max"
+
+
+def test_dla_outputs_taken_over_by_their_dq_are_still_judged() -> None:
+    """DLA quantizes network outputs too (its DQ takes the output's name): the tensor a Softmax
+    reads is found by name in the quantized model all the same."""
+    g = GraphBuilder("dla_classifier", seed=0)
+    y = g.node("Relu", [g.conv(g.input("x", [1, 8, 4, 4]), 8, 8, k=1, weight="float")])
+    g.output(g.node("Softmax", [g.node("Flatten", [g.conv(y, 8, 8, k=1, weight="float")])],
+                    axis=1))
+    rng = np.random.default_rng(0)
+    data = [{"x": rng.normal(0, 1, (1, 8, 4, 4)).astype(np.float32)} for _ in range(8)]
+    result = quantize(g.proto(), data, method="auto", trt="10", target="dla")
+    assert result.warnings == [] and result.calibration["auto_by_output"]["runs"] >= 3

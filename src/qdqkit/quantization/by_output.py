@@ -193,7 +193,7 @@ class _Evaluator:
              for n in placement.quantized_weighted],
         )(model)
         upcast_float16(model)
-        _expose_judged(model)
+        _expose(model, self.outputs)  # by name: a quantized network output's DQ took its name
         group_of = {values[p.value]: p.group for p in points}
         scale_inputs: dict[str, ir.Value] = {}
         for group, name in self.inputs.items():
@@ -288,12 +288,18 @@ def _expose_judged(model: ir.Model) -> list[_Judged]:
                 break
             value = source
         judged.setdefault(found.name, found)
+    _expose(model, list(judged))
+    return list(judged.values())
+
+
+def _expose(model: ir.Model, names: Sequence[str]) -> None:
+    """Make the values called ``names`` graph outputs (those that are not already)."""
+    graph = model.graph
     by_name = {v.name: v for n in graph for v in n.outputs if v.name}
-    for name in judged:
+    for name in names:
         exposed = by_name.get(name)
         if exposed is not None and exposed not in graph.outputs:
             graph.outputs.append(exposed)
-    return list(judged.values())
 
 
 def _opset(model: ir.Model) -> int:
