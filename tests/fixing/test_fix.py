@@ -249,3 +249,50 @@ def test_a_cast_network_input_read_in_float_too_keeps_its_cast() -> None:
     result = fix(model)
     assert result.model is not None and not any("before Cast" in p for p in result.prepared)
     assert cast.name in {n.name for n in result.model.graph}
+
+
+def _float16_model_with_a_float_skip() -> ir.Model:
+    """quantize's TensorRT 11 output (float16 remainder, opset 19), one residual skip then read
+    around its Q/DQ, as a hand edit or another tool would leave it (QDQ201)."""
+    from qdqkit.core.qdq import is_dequantize
+    from qdqkit.quantization import quantize
+    from tests.quantization.float_models import calibration_batches, residual_chain
+
+    builder = residual_chain()
+    result = quantize(builder.proto(), calibration_batches(builder, 2), trt="11", method="max")
+    model = result.model
+    assert model is not None
+    add = next(n for n in model.graph if n.op_type == "Add")
+    dq = add.inputs[0].producer()
+    assert dq is not None and is_dequantize(dq)
+    q = dq.inputs[0].producer()
+    assert q is not None
+    add.replace_input_with(0, q.inputs[0])
+    return model
+
+
+def test_fix_quantizes_a_float16_tensor_with_a_float16_pair_and_no_casts() -> None:
+    model = _float16_model_with_a_float_skip()
+    before = lint(model, trt="11")
+    assert "QDQ201" in before.codes()
+    casts = sum(1 for n in model.graph if n.op_type == "Cast")
+    result = fix(model, trt="11")
+    fixed = result.model
+    assert fixed is not None and result.changed and not result.unfixed
+    assert sum(1 for n in fixed.graph if n.op_type == "Cast") == casts  # no Cast around the pair
+    after = lint(fixed, trt="11")
+    assert after.errors == 0 and "QDQ201" not in after.codes()
+    assert result.after.reformats < result.before.reformats
+
+
+def test_lint_and_fix_judge_a_quantized_model_for_what_it_was_built_for() -> None:
+    # quantize records --trt and --target in the model; lint and fix given neither use them.
+    model = _float16_model_with_a_float_skip()
+    linted = lint(model)
+    assert (linted.trt, linted.target, linted.from_model) == ("11", "gpu", ["trt", "target"])
+    given = lint(model, trt="10")
+    assert (given.trt, given.from_model) == ("10", ["target"])
+    assert fix(model, dry_run=True).trt == "11"
+    model.metadata_props["qdqkit.quantize"] = '{"options": {"trt": "7", "target": "tpu"}}'
+    unreadable = lint(model)  # a record naming nothing known counts as none
+    assert (unreadable.trt, unreadable.target, unreadable.from_model) == ("8.6", "gpu", [])

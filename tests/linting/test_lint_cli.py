@@ -138,3 +138,22 @@ def test_latency_is_predicted_on_a_dla_core_for_target_dla_unless_a_device_is_na
     assert "predicted latency on ORIN " in capsys.readouterr().out
     main(["lint", str(qgap)])
     assert "predicted latency on A100" in capsys.readouterr().out
+
+
+def test_lint_of_a_quantized_model_uses_the_recorded_version_and_says_so(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.quantization.float_models import resnet
+
+    builder = resnet()
+    path = tmp_path / "q.onnx"
+    assert main(["quantize", _save(builder, tmp_path / "f.onnx").as_posix(), "-o", str(path),
+                 "--calib", "random", "--trt", "10", "--method", "max"]) in (0, 1)
+    capsys.readouterr()
+    assert main(["lint", str(path)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].endswith("TensorRT 10 (weakly typed, INT8+FP16 (--best)), target gpu")
+    assert out[1] == ("  (the TensorRT version and the target qdqkit quantize built the model for; "
+                      "--trt / --target to judge it for another)")
+    main(["lint", str(path), "--trt", "11", "--target", "gpu", "--json"])
+    result = json.loads(capsys.readouterr().out)
+    assert (result["trt"], result["from_model"]) == ("11", [])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import onnx_ir as ir
+from onnx import TensorProto
 
 from qdqkit.core.qdq import QdqView
 from qdqkit.core.qdq_math import implicit_weight_scales
@@ -96,3 +97,39 @@ def test_a_graph_output_keeps_its_name_and_a_taken_name_gets_a_suffix() -> None:
     producer = m.graph.outputs[1].producer()
     assert producer is not None and producer.op_type == "DequantizeLinear"
     assert m.graph.node("side_Q").outputs[0].name == "side_q_1"
+
+
+def _half_net(opset: int) -> ir.Model:
+    g = GraphBuilder(opset=opset)
+    x = g.input("x", [1, 3, 6, 6], dtype=TensorProto.FLOAT16)
+    r = g.node("Relu", [x], name="relu", out="r")
+    g.node("Conv", [r, g.const(W.astype(np.float16), "w")], name="conv", out="y",
+           pads=[1, 1, 1, 1])
+    g.output("y", [1, 4, 6, 6], dtype=TensorProto.FLOAT16)
+    model = g.ir()
+    _value(model, "r").dtype = ir.DataType.FLOAT16  # as value_info or inference would say
+    return model
+
+
+def test_a_float16_tensor_at_opset_19_gets_a_float16_pair_without_casts() -> None:
+    # Opset 19 lets Q/DQ read and write float16 (the scale takes the input's type): a Cast on each
+    # side would be two more layers in TensorRT's strongly typed build.
+    model = _half_net(19)
+    r = _value(model, "r")
+    InsertQdq([ActivationQdq(r, 0.0123)])(model)
+    assert "Cast" not in ops(model)
+    q = next(u.node for u in r.uses())
+    assert q.op_type == "QuantizeLinear"
+    scale = q.inputs[1].const_value.numpy()
+    assert scale.dtype == np.float16 and float(scale) == float(np.float16(0.0123))
+    feeds = {"x": RNG.normal(0, 1, size=(1, 3, 6, 6)).astype(np.float16)}
+    got = run_model(model, feeds)[0]
+    assert got.dtype == np.float16 and np.isfinite(got).all()
+
+
+def test_below_opset_19_a_float16_tensor_is_cast_around_a_float32_pair() -> None:
+    model = _half_net(13)
+    InsertQdq([ActivationQdq(_value(model, "r"), 0.0123)])(model)
+    assert ops(model).count("Cast") == 2
+    q = next(n for n in model.graph if n.op_type == "QuantizeLinear")
+    assert q.inputs[1].const_value.dtype == ir.DataType.FLOAT

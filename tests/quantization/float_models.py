@@ -52,6 +52,21 @@ def resnet(batch: int | str = 1, size: int = 32) -> GraphBuilder:
     return g
 
 
+def residual_chain(size: int = 32) -> GraphBuilder:
+    """Residual blocks without a ReLU after the Add (an EfficientNet-style stage), the last one
+    read only by float math: a Transpose into a Tanh, as a CNN stage feeds an LSTM."""
+    g = GraphBuilder("residual_chain", seed=9)
+    x = _cbr(g, g.input("x", [1, 16, size, size]), 16, 128, act="SiLU")
+    x = g.bn(g.conv(x, 128, 128, 1, weight="float", std=0.1), 128, random=True)
+    for _ in range(3):
+        y = _cbr(g, x, 128, 128, act="SiLU")
+        y = g.bn(g.conv(y, 128, 128, weight="float", std=0.02), 128, random=True)
+        x = g.node("Add", [x, y])
+    g.node("Tanh", [g.node("Transpose", [x], perm=[0, 2, 3, 1])], out="y")
+    g.output("y", [1, size, size, 128])
+    return g
+
+
 def yolo(size: int = 64) -> GraphBuilder:
     g = GraphBuilder("yolo_like", seed=2)
     x = g.input("images", [1, 3, size, size])

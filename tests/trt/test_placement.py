@@ -22,6 +22,7 @@ from qdqkit.trt.placement import plan_placement
 from tests.quantization.float_models import (
     calibration_batches,
     mobilenet,
+    residual_chain,
     resnet,
     svtr,
     transformer,
@@ -190,6 +191,25 @@ def test_regions_that_do_not_pay_for_their_reformats_stay_float_with_the_reason(
     for q in (n for n in result.model.graph if is_quantize(n)):
         producer = q.inputs[0].producer()
         assert producer is None or producer.op_type != "Cast"
+
+
+@pytest.mark.parametrize("trt", ["8.6", "11"])
+def test_a_residual_chain_ending_in_float_math_quantizes_every_skip(trt: str) -> None:
+    # The last block writes float, so its INT8 skip is dequantized by a Reformat (C4); but that
+    # skip is also the next conv's INT8 input. Keeping it float would only move the Reformat to
+    # the block before, whose skip would then stay float in turn, down the whole chain: every
+    # skip is quantized, and the chain pays one Reformat, which lint does not report.
+    result = _quantized(residual_chain(), trt)
+    assert result.lint_errors == 0 and _placement_warnings(result) == {}
+    assert _linted_as_written(result, trt) == {}
+    assert all(w.quantized for w in result.weighted) and result.int8_mac_share == 1.0
+    model = result.model
+    assert model is not None
+    adds = [n for n in model.graph if n.op_type == "Add"]
+    assert len(adds) == 3
+    assert all(is_dequantize(add.inputs[0].producer()) for add in adds)  # the skip
+    assert not any(is_dequantize(add.inputs[1].producer()) for add in adds)  # the conv branch
+    assert result.engine.reformats == 2  # the network input's Q and the chain's end
 
 
 @pytest.mark.parametrize("size,paid", [(8, False), (32, True)])

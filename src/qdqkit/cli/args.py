@@ -45,37 +45,64 @@ class TrtArgs(ArgGroup[str]):
     """``--trt VERSION``: the TensorRT version a model's engine is predicted for.
 
     Accepts ``8.6``, ``10``, ``11`` and spellings such as ``8``, ``8.6.1``, ``10.3``, ``trt10``
-    (see ``qdqkit.trt.versions``); the parsed value is always one of ``TRT_VERSIONS``.
+    (see ``qdqkit.trt.versions``); the parsed value is always one of ``TRT_VERSIONS``. With
+    ``from_model``, leaving it out means what ``quantize`` recorded in the model
+    (``trt.build_record``): :meth:`given` is then None.
     """
 
-    def __init__(self, applies_to: str = "", default: str = "8.6") -> None:
+    def __init__(self, applies_to: str = "", default: str = "8.6",
+                 from_model: bool = False) -> None:
         self.applies_to = applies_to  # e.g. " .onnx sides" when only some inputs are predicted
         self.default = default
+        self.from_model = from_model
 
     def add_to(self, parser: argparse.ArgumentParser) -> None:
+        default = (f"default: the version qdqkit quantize built the model for, else {self.default}"
+                   if self.from_model else f"default {self.default}")
         parser.add_argument(
-            "--trt", default=self.default, type=trt_version,
+            "--trt", default=None if self.from_model else self.default, type=trt_version,
             metavar="{" + ",".join(TRT_VERSIONS) + "}",
             help=f"TensorRT version to predict{self.applies_to} for: 8.6 (any 8.x or 9.x), 10, "
-            f"or 11 (strongly typed); 10.3 and trt10 are read as 10 (default {self.default})",
+            f"or 11 (strongly typed); 10.3 and trt10 are read as 10 ({default})",
         )
 
     def parse(self, args: argparse.Namespace) -> str:
-        return str(args.trt)
+        return self.default if args.trt is None else str(args.trt)
+
+    def given(self, args: argparse.Namespace) -> str | None:
+        """The version asked for, or None when left to the model's record."""
+        return None if args.trt is None else str(args.trt)
 
 
 class TargetArgs(ArgGroup[str]):
-    """``--target gpu|dla``: the device a model's engine is predicted for."""
+    """``--target gpu|dla``: the device a model's engine is predicted for (``from_model``: as
+    :class:`TrtArgs`)."""
 
-    def __init__(self, applies_to: str = "") -> None:
+    def __init__(self, applies_to: str = "", from_model: bool = False) -> None:
         self.applies_to = applies_to
+        self.from_model = from_model
 
     def add_to(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--target", default="gpu", choices=TARGETS,
-                            help=f"device to predict{self.applies_to} for (default gpu)")
+        default = ("default: the device qdqkit quantize built the model for, else gpu"
+                   if self.from_model else "default gpu")
+        parser.add_argument("--target", default=None if self.from_model else "gpu",
+                            choices=TARGETS,
+                            help=f"device to predict{self.applies_to} for ({default})")
 
     def parse(self, args: argparse.Namespace) -> str:
-        return str(args.target)
+        return "gpu" if args.target is None else str(args.target)
+
+    def given(self, args: argparse.Namespace) -> str | None:
+        """The device asked for, or None when left to the model's record."""
+        return None if args.target is None else str(args.target)
+
+
+def recorded_settings(names: list[str]) -> str:
+    """The note saying ``names`` (of "trt", "target") came from the model's quantize record."""
+    what = {"trt": "the TensorRT version", "target": "the target"}
+    flags = " / ".join(f"--{n}" for n in names)
+    return (f"{' and '.join(what[n] for n in names)} qdqkit quantize built the model for; "
+            f"{flags} to judge it for another")
 
 
 class JsonArgs(ArgGroup[bool]):

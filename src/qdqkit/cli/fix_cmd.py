@@ -5,11 +5,19 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from qdqkit.cli.args import DataArgs, JsonArgs, OutputArgs, TargetArgs, TrtArgs, add_groups
+from qdqkit.cli.args import (
+    DataArgs,
+    JsonArgs,
+    OutputArgs,
+    TargetArgs,
+    TrtArgs,
+    add_groups,
+    recorded_settings,
+)
 from qdqkit.core.errors import QdqkitError
 from qdqkit.report.json_output import print_json
 
-TRT, TARGET, JSON = TrtArgs(), TargetArgs(), JsonArgs()
+TRT, TARGET, JSON = TrtArgs(from_model=True), TargetArgs(from_model=True), JsonArgs()
 DATA = DataArgs.calibration("calibration data (for a scale no neighbour carries)")
 OUTPUT = OutputArgs("the repaired model (.onnx); required unless --dry-run")
 _SHOWN = 8
@@ -49,8 +57,8 @@ def run(args: argparse.Namespace) -> int:
                           "what would change")
     data = DATA.parse(args)
     rules = [c.strip() for c in args.rules.split(",") if c.strip()] if args.rules else None
-    result = fix(args.model, output=output, rules=rules, trt=TRT.parse(args),
-                 target=TARGET.parse(args), calib=data.request(),
+    result = fix(args.model, output=output, rules=rules, trt=TRT.given(args),
+                 target=TARGET.given(args), calib=data.request(),
                  keep_float=read_node_lists(args.keep_float),
                  dry_run=args.dry_run)
     if JSON.parse(args):
@@ -69,15 +77,16 @@ def _share(value: float | None) -> str:
 
 
 def render(result: Any) -> str:
+    note = f"\n  ({recorded_settings(result.from_model)})" if result.from_model else ""
     if result.nothing_to_fix:
         return (f"{result.source}: nothing to fix (no fixable lint finding for TensorRT "
                 f"{result.trt} {result.target})" + (f"; written to {result.output}"
-                                                    if result.output else ""))
+                                                    if result.output else "") + note)
     where = "dry run, nothing written" if result.dry_run else (
         f"written to {result.output}" if result.output else "not written")
     lines = [f"fixed {result.source} ({where}) in {result.seconds:.1f} s, "
              f"{result.rounds} round(s): fixable findings {result.fixable_before} -> "
-             f"{result.fixable_after}"]
+             f"{result.fixable_after}" + note]
     if result.prepared:
         lines += ["", "before the rule fixes:"] + [f"  {c}" for c in result.prepared[:_SHOWN]]
         if len(result.prepared) > _SHOWN:

@@ -5,13 +5,21 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from qdqkit.cli.args import JsonArgs, LatencyArgs, TargetArgs, TrtArgs, add_groups
+from qdqkit.cli.args import (
+    JsonArgs,
+    LatencyArgs,
+    TargetArgs,
+    TrtArgs,
+    add_groups,
+    recorded_settings,
+)
 from qdqkit.cli.startup import without_blas_threads
 from qdqkit.report.json_output import print_json
 from qdqkit.report.text import macs, shorten, table
 
 _SHOWN_PER_RULE = 12
-TRT, TARGET, JSON, LATENCY = TrtArgs(), TargetArgs(), JsonArgs(), LatencyArgs()
+TRT, TARGET = TrtArgs(from_model=True), TargetArgs(from_model=True)
+JSON, LATENCY = JsonArgs(), LatencyArgs()
 
 
 def register(subparsers: Any) -> None:
@@ -38,8 +46,8 @@ def run(args: argparse.Namespace) -> int:
     from qdqkit.linting import lint
 
     latency = LATENCY.parse(args)
-    result = lint(args.model, trt=TRT.parse(args), target=TARGET.parse(args), engine=args.engine,
-                  gpu=latency.gpu, shapes=latency.shapes)
+    result = lint(args.model, trt=TRT.given(args), target=TARGET.given(args), engine=args.engine,
+                  gpu=args.gpu and latency.gpu, shapes=latency.shapes)
     if JSON.parse(args):
         print_json(result)
     else:
@@ -78,6 +86,8 @@ def render(result: Any, show_layers: bool = False, explain: bool = False) -> str
         f"{result.model}: TensorRT {result.trt} ({engine.metadata.get('builder', '')}), "
         f"target {result.target}",
     ]
+    if result.from_model:
+        lines.append(f"  ({recorded_settings(result.from_model)})")
     if not result.quantized:
         lines.append("this model has no Q/DQ nodes: it is a float model")
     for group in result.groups:

@@ -32,8 +32,9 @@ def register(subparsers: Any) -> None:
     options = parser.add_argument_group("quantization")
     options.add_argument("--method", default="auto",
                          choices=("max", "percentile", "entropy", "mse", "auto"),
-                         help="activation calibration (default auto: per tensor, the method with "
-                         "the least quantization error)")
+                         help="activation calibration (default auto: per tensor the method with "
+                         "the least quantization error, then per scale group whatever gives the "
+                         "network's output the least error)")
     options.add_argument("--percentile", type=float, default=99.99,
                          help="percentile of |x| for --method percentile (default 99.99)")
     options.add_argument("--high-precision", default="fp16", choices=("fp16", "fp32"),

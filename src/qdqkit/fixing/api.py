@@ -44,6 +44,7 @@ from qdqkit.passes.name_nodes import NameUnnamedNodes
 from qdqkit.passes.qdq_target import QdqTarget, plan_target
 from qdqkit.passes.replace_qdq import end_session, start_session
 from qdqkit.rules import Finding, RuleUnit, rule, units_for
+from qdqkit.trt.build_record import resolve_build
 from qdqkit.trt.engine import LayerKind
 from qdqkit.trt.engine_analysis import int8_conv_outputs
 from qdqkit.trt.placement.policy import matches
@@ -59,8 +60,8 @@ def fix(
     *,
     output: str | os.PathLike[str] | None = None,
     rules: Sequence[str] | None = None,
-    trt: str = "8.6",
-    target: str = "gpu",
+    trt: str | None = None,
+    target: str | None = None,
     calib: DataSource | DataRequest | None = None,
     calib_batch: int | None = None,
     calib_limit: int | None = None,
@@ -68,7 +69,8 @@ def fix(
     dry_run: bool = False,
 ) -> FixResult:
     """Repair ``model``'s Q/DQ placement (see the module docstring); with ``output`` (and not
-    ``dry_run``), write the repaired model there."""
+    ``dry_run``), write the repaired model there. ``trt`` and ``target`` left out: what
+    ``qdqkit quantize`` recorded in the model, else 8.6 and gpu (``trt.build_record``)."""
     with paused_cyclic_gc():
         # Graph IR is millions of small linked objects: the collector would rescan them, alive,
         # at every generation threshold, a cost that grows faster than the graph.
@@ -81,21 +83,23 @@ def _fix(
     model: str | os.PathLike[str] | onnx.ModelProto | ir.Model,
     output: str | os.PathLike[str] | None,
     rules: Sequence[str] | None,
-    trt: str,
-    target: str,
+    trt: str | None,
+    target: str | None,
     calib: DataRequest | None,
     keep_float: list[str],
     dry_run: bool,
 ) -> FixResult:
     start = time.perf_counter()
-    trt = normalize_trt_version(trt)
-    if target not in TARGETS:
+    if trt is not None:
+        trt = normalize_trt_version(trt)
+    if target is not None and target not in TARGETS:
         raise QdqkitError(f"unknown target '{target}': use one of {', '.join(TARGETS)}")
     out_path = Path(output) if output is not None else None
     if out_path is not None and out_path.suffix.lower() != ".onnx":
         raise QdqkitError(f"{out_path}: the output must be an .onnx file")
     fixers = _fixers(rules)
     where, working, source_path = _load(model)
+    trt, target, from_model = resolve_build(working, trt, target)
     first, types, view = _check(working, trt, target)
     before = _figures(first)
     kept, kept_changes = _keep_float(working, keep_float, where)
@@ -151,7 +155,7 @@ def _fix(
     unfixed = [Unfixed(f.code, f.message, reasons[0]) for f in left]
     result = FixResult(
         source=where, output=None if dry_run or out_path is None else str(out_path),
-        dry_run=dry_run, trt=trt, target=target, rounds=rounds, prepared=prepared,
+        dry_run=dry_run, trt=trt, target=target, from_model=from_model, rounds=rounds, prepared=prepared,
         actions=actions, skipped=list(skipped), unfixed=unfixed, before=before,
         after=_figures(current), fixable_before=fixable_before, fixable_after=len(left),
         model=working,

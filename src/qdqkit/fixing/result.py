@@ -76,6 +76,8 @@ class FixResult:
     fixable_after: int
     seconds: float = 0.0
     model: ir.Model | None = field(default=None, repr=False)
+    # Settings ("trt", "target") taken from what quantize recorded in the model, not given.
+    from_model: list[str] = field(default_factory=list)
 
     @property
     def changed(self) -> bool:
@@ -100,7 +102,8 @@ class FixResult:
     def to_json(self) -> dict[str, Any]:
         return {
             "source": self.source, "output": self.output, "dry_run": self.dry_run,
-            "trt": self.trt, "target": self.target, "rounds": self.rounds,
+            "trt": self.trt, "target": self.target, "from_model": self.from_model,
+            "rounds": self.rounds,
             "nothing_to_fix": self.nothing_to_fix, "changed": self.changed,
             "prepared": self.prepared,
             "fixes": {code: [a.to_json() for a in actions]

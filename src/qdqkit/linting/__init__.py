@@ -71,22 +71,26 @@ def summarize(predicted: EngineGraph) -> EngineSummary:
     )
 
 
-def _predict_and_check(model: ir.Model | str | os.PathLike[str], name: str, trt: str,
-                       target: str, gpu: str, shapes: str | None) -> LintResult:
+def _predict_and_check(model: ir.Model | str | os.PathLike[str], name: str, trt: str | None,
+                       target: str | None, gpu: str | None, shapes: str | None) -> LintResult:
     from qdqkit.core.shape_spec import parse_shapes
     from qdqkit.linting.latency import apply_shapes, compare_latency
+    from qdqkit.trt.build_record import resolve_build
 
-    device = find_gpu(gpu)
     # The caller's model is never changed: --shapes goes into a copy.
     own = model.clone() if shapes and isinstance(model, ir.Model) else model
     loaded = own if isinstance(own, ir.Model) else load_model(own)
+    trt, target, from_model = resolve_build(loaded, trt, target)
+    device = find_gpu(gpu or default_device(target))
     if shapes:
         apply_shapes(loaded, parse_shapes(shapes))
     prediction = run_prediction(loaded, trt=trt, target=target)
     if not isinstance(model, ir.Model):
         prediction.engine.metadata["model"] = os.fspath(model)
     latency = compare_latency(loaded, prediction.engine, prediction.trt, device)
-    return check_prediction(prediction, name, latency, kept_float(loaded))
+    result = check_prediction(prediction, name, latency, kept_float(loaded))
+    result.from_model = from_model
+    return result
 
 
 def check_prediction(prediction: Prediction, name: str,
@@ -111,13 +115,16 @@ def check_prediction(prediction: Prediction, name: str,
 def lint(
     model: ir.Model | str | os.PathLike[str],
     *,
-    trt: str = "8.6",
-    target: str = "gpu",
+    trt: str | None = None,
+    target: str | None = None,
     engine: str | os.PathLike[str] | None = None,
     gpu: str | None = None,
     shapes: str | None = None,
 ) -> LintResult:
     """Predict the engine of ``model`` and run every lint rule over it.
+
+    ``trt`` and ``target`` left out: what ``qdqkit quantize`` recorded in the model, else 8.6
+    and gpu (``trt.build_record``).
 
     ``engine`` is the path of a real engine's ``trtexec --exportLayerInfo`` JSON to compare the
     prediction with. ``gpu`` (a name of ``trt.gpus``; by default an A100, a DLA core for
@@ -130,8 +137,7 @@ def lint(
         # The graph IR is a million small objects linked both ways. It is garbage once the result
         # is built, so it is dropped (on return) before the pause ends: the collector's first pass
         # then frees it at once instead of rescanning it, alive, generation after generation.
-        result = _predict_and_check(model, name, trt, target, gpu or default_device(target),
-                                    shapes)
+        result = _predict_and_check(model, name, trt, target, gpu, shapes)
     if real_engine_path is not None:
         from qdqkit.engine.diff import diff_engines
         from qdqkit.trt.engine_json import read_engine_graph

@@ -114,6 +114,8 @@ class LintResult:
     engine: EngineGraph
     comparison: EngineComparison | None = None
     latency: LatencyComparison | None = None  # predicted time as it is and built FP16
+    # Settings ("trt", "target") taken from what quantize recorded in the model, not given.
+    from_model: list[str] = field(default_factory=list)
 
     def count(self, severity: Severity) -> int:
         # A finding may be milder than its rule (several Qs with one scale cost nothing).

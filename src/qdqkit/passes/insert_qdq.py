@@ -3,8 +3,10 @@
 Rules:
 1. An activation ``x`` with scale ``s`` becomes ``x -> Q(s, int8 zero point 0) -> DQ -> readers``
    for all of its readers (or the chosen ones); a graph output ``x`` is taken over by the DQ output,
-   name included. A tensor that is not float32 is cast to float32 around the pair, so the scale is
-   float32 at every opset.
+   name included. A float16 tensor at opset 19 or later (where Q/DQ take and give float16) gets a
+   float16 scale, rounded to nearest, so the pair reads and writes float16 as TensorRT's strongly
+   typed build wants it. Any other tensor that is not float32 is cast to float32 around the pair,
+   so the scale is float32 at every opset; in a strongly typed build those Casts are layers.
 2. A weighted op's constant float weight ``W`` is quantized per output channel (``core.weights``)
    with TensorRT's scales max|W|/127 (``core.qdq_math.implicit_weight_scales``; an all-zero channel
    gets 1/127): as an int8 initializer ``round(W / s)`` read by a DQ (the default), or, with
@@ -81,8 +83,9 @@ class InsertQdq(ir.passes.InPlacePass):
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         graph = model.graph
         names = _Names(graph)
+        native = native_qdq_types(model)
         for activation in self.activations:
-            self._quantize_activation(graph, names, activation)
+            self._quantize_activation(graph, names, activation, native)
         done: dict[tuple[ir.Value, bool, bool], ir.Value] = {}
         for weight in self.weights:
             self._quantize_weight(graph, names, weight, done)
@@ -90,7 +93,8 @@ class InsertQdq(ir.passes.InPlacePass):
         return ir.passes.PassResult(model, modified=modified)
 
     # ------------------------------------------------------------------ activations
-    def _quantize_activation(self, graph: ir.Graph, names: _Names, spec: ActivationQdq) -> None:
+    def _quantize_activation(self, graph: ir.Graph, names: _Names, spec: ActivationQdq,
+                             native: set[ir.DataType]) -> None:
         value = spec.value
         base = value.name or "tensor"
         readers = set(spec.readers) if spec.readers is not None else None
@@ -98,11 +102,13 @@ class InsertQdq(ir.passes.InPlacePass):
         takes_output = readers is None and value.is_graph_output()
         if not uses and not takes_output:
             return
-        scale = _initializer(graph, names.new(f"{base}_scale"), np.array(spec.scale, np.float32))
+        half = value.dtype == ir.DataType.FLOAT16 and value.dtype in native
+        scale = _initializer(graph, names.new(f"{base}_scale"),
+                             _float16_scale(spec.scale) if half else np.array(spec.scale, np.float32))
         zero = _initializer(graph, names.new(f"{base}_zp"), np.array(0, np.int8))
         nodes: list[ir.Node] = []
         x = value
-        cast_back = value.dtype is not None and value.dtype != ir.DataType.FLOAT
+        cast_back = value.dtype is not None and value.dtype not in native
         if cast_back:
             cast = ir.Node("", "Cast", [x], attributes=[ir.AttrInt64("to", ir.DataType.FLOAT)],
                            name=names.new(f"{base}_to_float"))
@@ -182,6 +188,18 @@ class InsertQdq(ir.passes.InPlacePass):
             # The int8 copy replaces the float weight, which nothing reads any more.
             graph.initializers.pop(weight.name or "", None)
         self.quantized_weights += 1
+
+
+def native_qdq_types(model: ir.Model) -> set[ir.DataType]:
+    """The float types a Q/DQ pair reads and writes without Casts at the model's opset."""
+    opset = model.opset_imports.get("", model.opset_imports.get("ai.onnx", 0))
+    return {ir.DataType.FLOAT, ir.DataType.FLOAT16} if opset >= 19 else {ir.DataType.FLOAT}
+
+
+def _float16_scale(scale: float) -> np.ndarray:
+    """``scale`` rounded to float16, kept within its positive range (a scale of 0 is invalid)."""
+    half = np.finfo(np.float16)
+    return np.array(min(max(scale, float(half.smallest_subnormal)), float(half.max)), np.float16)
 
 
 def _own_type(value: ir.Value) -> ir.TypeProtocol | None:

@@ -26,7 +26,13 @@ from qdqkit.core.qdq_math import dequantize
 from qdqkit.core.shapes import ValueTypes, infer_value_types
 from qdqkit.core.weights import weight_index
 from qdqkit.passes.input_cast_qdq import quantize_before_input_cast
-from qdqkit.passes.insert_qdq import ActivationQdq, InsertQdq, WeightQdq, _Names
+from qdqkit.passes.insert_qdq import (
+    ActivationQdq,
+    InsertQdq,
+    WeightQdq,
+    _Names,
+    native_qdq_types,
+)
 from qdqkit.passes.qdq_target import QdqTarget, activation_scale, plan_target
 from qdqkit.trt.predict.wanted import is_commuting
 
@@ -481,18 +487,20 @@ class _SessionInsert(InsertQdq):
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         names = self.names
+        native = native_qdq_types(model)
         for activation in self.activations:
-            self._quantize_activation(model.graph, names, activation)
+            self._quantize_activation(model.graph, names, activation, native)
         done: dict[tuple[ir.Value, bool, bool], ir.Value] = {}
         for weight in self.weights:
             self._quantize_weight(model.graph, names, weight, done)
         return ir.passes.PassResult(model, modified=True)
 
-    def _quantize_activation(self, graph: ir.Graph, names: _Names, spec: ActivationQdq) -> None:
+    def _quantize_activation(self, graph: ir.Graph, names: _Names, spec: ActivationQdq,
+                             native: set[ir.DataType]) -> None:
         value = spec.value
         half = value.dtype is None and self.half is not None and self.half(value)
         before = {u.node for u in value.uses()}
-        super()._quantize_activation(graph, names, spec)
+        super()._quantize_activation(graph, names, spec, native)
         made = [u.node for u in value.uses() if u.node not in before and is_quantize(u.node)]
         if half:
             # A float16 tensor at opset 19+: the pair takes a float16 scale and writes float16.

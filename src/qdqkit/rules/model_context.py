@@ -204,6 +204,29 @@ class LintContext:
             return value, []
         return q.inputs[0], [q, dq]
 
+    def skip_needed_in_int8(self, add: ir.Node, residual: ir.Value) -> bool:
+        """Whether a residual Add's INT8 skip (``residual``, a DQ's output) is one its writer
+        writes in INT8 for other readers too. Then a block that writes float (its readers are
+        float math) dequantizes the skip in a Reformat that no placement removes: with a float
+        skip the writer would have to write float as well, and the Reformat only moves (C4)."""
+        source, pair = self.unwrap_qdq(residual)
+        if not pair or self.prediction.reformat_of(pair[0]) is not None:
+            return False  # the skip's Q is a Reformat itself: its writer writes float
+        if self.prediction.int8_of(source) is None:
+            return False
+        readers = {use.node for dq in pair[0].outputs[0].uses() for out in dq.node.outputs
+                   for use in out.uses()}
+        if not readers - {add}:
+            return False
+        # A reader of the block that sits between INT8 layers (an average pool before a quantized
+        # head: QDQ304) can run INT8 itself, and then the block writes INT8 and the Reformat goes.
+        block = self.prediction.block_of(add)
+        for use in block.output.uses() if block is not None else ():
+            layer = self.prediction.layer_of(use.node)
+            if layer is not None and self.prediction.reformats_reading(layer):
+                return False
+        return True
+
     def is_constant(self, value: ir.Value | None) -> bool:
         return self.prediction.facts.is_constant(value)
 

@@ -3,7 +3,9 @@
 1. QDQ201: the skip input is float, so the fused block writes float and the next Q cannot fuse
    (a Reformat reads the block). With no Q after the block its float output costs nothing.
 2. QDQ204: the skip input is INT8 but nothing after the block is quantized, so it is dequantized
-   by a standalone Reformat.
+   by a standalone Reformat. Not when the skip's writer writes it in INT8 for other INT8 readers
+   too (the last block of a residual chain that ends in float math): with a float skip that
+   writer would have to write float as well, so the Reformat would only move.
 A float conv is skipped: its skip input costs nothing more (QDQ101/QDQ102 say why). One check:
 both read the predicted layer of the same fused block (``LintContext.predicted_blocks``).
 """
@@ -16,7 +18,6 @@ from typing import TYPE_CHECKING
 from qdqkit.rules.types import Finding, Fix, Rule, Severity, replace_by_placement
 
 if TYPE_CHECKING:
-
     from qdqkit.rules.model_context import LintContext
 
 RULES = (
@@ -87,10 +88,11 @@ def check(ctx: LintContext) -> Iterator[Finding]:
                 add, after, tensors=[residual.name or ""],
                 consequence=f"block {label} writes {layer.output_precision}",
             )
-        elif layer.output_precision != Precision.INT8:
+        elif layer.output_precision != Precision.INT8 and not ctx.skip_needed_in_int8(add, residual):
             layers = ctx.reformats_of([ctx.dq_of(residual)])
             yield ctx.reformat_finding(
                 "QDQ204", f"Add '{node_label(add)}': skip input '{residual.name}' is INT8 but the "
                 "block's readers are float", add, layers, tensors=[residual.name or ""],
                 consequence=f"block {label} writes {layer.output_precision}",
             )
+

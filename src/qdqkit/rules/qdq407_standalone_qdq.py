@@ -8,7 +8,10 @@ computes math INT8 cannot carry (Tanh, Erf, Exp...; C17), directly or through si
 copies (Reshape, Transpose: TensorRT moves the Q back onto that math, B1, B3). The ops need that
 Q (D1) and nothing before it can absorb it, like a network input's (B8): the placement policy
 places it there on purpose, weighing the Reformat against the ops' INT8 (C15, C20, E1), so no
-placement removes it.
+placement removes it. Nor the DQ of a residual skip that its writer writes in INT8 for other
+INT8 readers, when the block the skip's Add fused into writes float because only float math reads
+it: the end of a residual chain that runs into float math has one Reformat wherever the Q/DQ go
+(C4; ``LintContext.skip_needed_in_int8``).
 """
 
 from __future__ import annotations
@@ -52,17 +55,39 @@ def check(ctx: LintContext, earlier: Sequence[Finding]) -> Iterator[Finding]:
 
     named = {node for finding in earlier for node in finding.nodes}
     quantizers = {node_label(q): q for q in ctx.view.quantize_nodes}
+    dequantizers = {node_label(d): d for d in ctx.view.dequantize_nodes}
     for layer in ctx.prediction.engine.layers:
         if layer.origin != "QDQ" or any(n in named for n in layer.onnx_nodes):
             continue
         only = quantizers.get(layer.onnx_nodes[0]) if len(layer.onnx_nodes) == 1 else None
         if only is not None and _weighted_input_after_float_math(ctx, only):
             continue
+        dq = dequantizers.get(layer.onnx_nodes[0]) if len(layer.onnx_nodes) == 1 else None
+        if dq is not None and _skip_at_chain_end(ctx, dq):
+            continue
         note = layer.notes[0] if layer.notes else "a standalone Q/DQ"
         yield ctx.finding("QDQ407", f"'{layer.name}': {note}", nodes=layer.onnx_nodes,
                           tensors=[t.name for t in layer.inputs],
                           cost=f"+1 Reformat layer ({layer.input_precision} -> "
                           f"{layer.output_precision})")
+
+
+def _skip_at_chain_end(ctx: LintContext, dq: ir.Node) -> bool:
+    """The second exception of the module docstring."""
+    from qdqkit.trt.engine import Precision
+
+    residual = dq.outputs[0]
+    for use in residual.uses():
+        block = ctx.prediction.block_of(use.node)
+        if (block is None or block.residual_add is not use.node
+                or block.residual_input is not residual):
+            continue
+        layer = ctx.prediction.block_layer(block)
+        if (layer is not None and layer.output_precision != Precision.INT8
+                and not ctx.prediction.reformats_reading(layer)
+                and ctx.skip_needed_in_int8(use.node, residual)):
+            return True
+    return False
 
 
 def _weighted_input_after_float_math(ctx: LintContext, q: ir.Node) -> bool:

@@ -9,7 +9,9 @@
    BN/activation/SiLU epilogue (D2, C2, C7).
 2. A residual Add that fuses into a quantized conv gets Q/DQ on its skip input only (C3, C5),
    with the predictor's own choice of which input is the skip, when the fused block's output is
-   read in INT8; otherwise the skip stays float too (C4: its DQ would be a Reformat of its own).
+   read in INT8; otherwise the skip stays float too (C4: its DQ would be a Reformat of its own),
+   unless an INT8 block writes the skip for other INT8 readers: a residual chain running into
+   float math then pays its one Reformat at its end instead of one per block.
 3. Walking the graph backwards: an op that commutes with Q/DQ (MaxPool, Concat, nearest Resize,
    copies; B3) whose outputs are all read in INT8 passes INT8 through, and its inputs join its
    output's scale group: one scale for the whole Concat/SPPF/MaxPool family, calibrated on the
@@ -34,6 +36,7 @@ from __future__ import annotations
 
 import fnmatch
 from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
 import onnx_ir as ir
@@ -190,7 +193,7 @@ def plan_placement(
     residuals = {} if target == "dla" else {
         add: skip for add, (owner, skip) in facts.residual_owners.items()
         if owner in quantized and add not in blocked}
-    _pass_through(facts, blocked, qreaders, groups, int8_ops, residuals)
+    _pass_through(facts, blocked, qreaders, groups, int8_ops, residuals, quantized)
     if target == "dla":
         _copies_share_scales(facts, blocked, qreaders, groups)
     points: list[QuantPoint] = []
@@ -360,11 +363,10 @@ def _pass_through(
     groups: _Groups,
     int8_ops: list[ir.Node],
     residuals: Mapping[ir.Node, ir.Value],
+    quantized: AbstractSet[ir.Node],
 ) -> None:
     """Steps 2 and 3 of the module docstring, in reverse topological order (readers decided
-    first). A residual Add's skip input is quantized only when the fused block's output is read in
-    INT8: otherwise the skip's DQ is a Reformat of its own and the block writes float anyway (C4).
-    """
+    first); ``quantized`` are the weighted ops step 1 quantized."""
     passing: dict[ir.Value, set[ir.Node]] = {}
     blocks, block_of = form_blocks(facts)
     pointwise_last = _int8_pointwise_blocks(facts, blocked, blocks, block_of)
@@ -387,9 +389,28 @@ def _pass_through(
             qreaders.setdefault(value, {})[reader] = None
         return True
 
+    def skip_in_int8(add: ir.Node, skip: ir.Value) -> bool:
+        """Step 2: whether a residual Add fused into a quantized conv reads its skip in INT8."""
+        if wanted_in_int8(block_of[add].output):
+            return True
+        # The fused block writes float, so an INT8 skip costs a Reformat of its own (C4), and the
+        # skip stays float; unless an INT8 block writes it and every other reader reads it in
+        # INT8. A float skip there makes its writer output float too: the Reformat only moves
+        # upstream, and that block's own skip then stays float in turn, one Reformat per block
+        # down a residual chain that ends in float math.
+        producer = skip.producer()
+        source = block_of.get(producer) if producer is not None else None
+        if (source is None or source.weighted not in quantized or source.output is not skip
+                or skip.is_graph_output()):
+            return False
+        others = {use.node for use in skip.uses()
+                  if use.node is not add and use.node.op_type not in SHAPE_OPS}
+        int8 = set(qreaders.get(skip, ())) | passing.get(skip, set())
+        return bool(others) and others <= int8
+
     for node in reversed(list(facts.graph)):
         skip = residuals.get(node)
-        if skip is not None and wanted_in_int8(block_of[node].output):
+        if skip is not None and skip_in_int8(node, skip):
             qreaders.setdefault(skip, {})[node] = None
         if node in blocked or node in facts.folded_nodes or not is_default_domain(node):
             continue
