@@ -157,3 +157,20 @@ def test_lint_of_a_quantized_model_uses_the_recorded_version_and_says_so(
     main(["lint", str(path), "--trt", "11", "--target", "gpu", "--json"])
     result = json.loads(capsys.readouterr().out)
     assert (result["trt"], result["from_model"]) == ("11", [])
+
+
+def test_a_weighted_layer_inference_cannot_size_is_named_not_silently_left_out(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # The Gemm reads a Reshape whose target shape arrives at run time: no MAC count, so the INT8
+    # share covers the conv alone, and the report says which layer it leaves out.
+    g = GraphBuilder()
+    y = g.conv(g.qdq(g.input("x", [1, 32, 8, 8])), 32, 32, name="conv")
+    flat = g.node("Reshape", [y, g.input("shape", [2], dtype=onnx.TensorProto.INT64)])
+    g.gemm(g.qdq(flat), 2048, 10, name="head", out="logits")
+    g.output("logits", [1, 10])
+    main(["lint", str(_save(g, tmp_path / "m.onnx")), "--json"])
+    summary = json.loads(capsys.readouterr().out)["summary"]
+    assert len(summary["unsized_layers"]) == 1 and "head" in summary["unsized_layers"][0]
+    main(["lint", str(tmp_path / "m.onnx")])
+    line = next(x for x in capsys.readouterr().out.splitlines() if "INT8 MACs" in x)
+    assert line.endswith("not counted") and "shape inference cannot size" in line

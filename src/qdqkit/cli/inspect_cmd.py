@@ -109,6 +109,9 @@ def render(result: Any) -> str:
             if result.int8_mac_share is None
             else f"{result.int8_mac_share:.1%}"
         )
+        unsized = [w.name for w in result.weighted_ops if not w.macs]
+        if unsized and result.int8_mac_share is not None:
+            share += f" of the {len(result.weighted_ops) - len(unsized)} ops of known size"
         lines.append("")
         lines.append(
             f"{quantized}/{len(result.weighted_ops)} weighted ops quantized; INT8 share of MACs: {share}"

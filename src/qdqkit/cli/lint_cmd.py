@@ -112,7 +112,7 @@ def render(result: Any, show_layers: bool = False, explain: bool = False) -> str
         f"  layers          {s.layers - s.reformats} compute, by input precision: {by_precision}",
         f"  INT8 outputs    {s.int8_output_layers} layers write INT8 (their Q fused)",
         f"  Reformats       {s.reformats} ({s.qdq_reformats} from Q/DQ nodes)",
-        f"  INT8 MACs       {share} of {macs(s.total_macs)}",
+        f"  INT8 MACs       {share} of {macs(s.total_macs)}{s.mac_caveat()}",
         f"  elided nodes    {s.elided_nodes} (copies and Concats with no layer of their own)",
     ]
     if s.devices:

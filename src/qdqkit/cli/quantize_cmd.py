@@ -127,7 +127,8 @@ def render(result: Any) -> str:
         f"{f' (picked: {methods})' if methods else ''}; {clipped} clip more than 1% of values",
         *_by_output_line(cal.get("auto_by_output")),
         f"  INT8 MACs     {'unknown' if share is None else f'{share:.1%}'} of {macs(total)} "
-        f"({sum(1 for w in weighted if w.quantized)}/{len(weighted)} weighted ops)",
+        f"({sum(1 for w in weighted if w.quantized)}/{len(weighted)} weighted ops"
+        f"{engine.mac_caveat()})",
         f"  engine        TensorRT {result.options['trt']} {result.options['target']}: "
         f"{by_precision or 'no layers'}; {engine.reformats} Reformats "
         f"({engine.qdq_reformats} from Q/DQ)",

@@ -68,6 +68,8 @@ def summarize(predicted: EngineGraph) -> EngineSummary:
             if not layer.is_reformat and layer.output_precision == Precision.INT8
         ),
         devices=devices,
+        unsized_layers=[layer.name for layer in predicted.layers
+                        if layer.cost is not None and layer.cost.macs is None],
     )
 
 

@@ -43,6 +43,16 @@ class EngineSummary:
     elided_nodes: int
     int8_output_layers: int = 0  # compute layers that write INT8 (their Q fused)
     devices: dict[str, int] = field(default_factory=dict)
+    # Weighted layers whose MACs are unknown (no shapes reach them): not in the totals above.
+    unsized_layers: list[str] = field(default_factory=list)
+
+    def mac_caveat(self) -> str:
+        """What the MAC totals leave out, for the text reports ("" when nothing)."""
+        if not self.unsized_layers:
+            return ""
+        shown = ", ".join(self.unsized_layers[:2]) + (", ..." if len(self.unsized_layers) > 2
+                                                       else "")
+        return f"; shape inference cannot size {shown}, not counted"
 
 
 @dataclass
