@@ -348,3 +348,13 @@ def test_layer_wise_error_is_taken_where_the_fused_layer_ends(tmp_path: Path) ->
     assert at_conv > 30 and at_layer_end < 5  # the conv's output hides what the BN amplifies
     assert row.local is not None
     assert row.local.snr_db == pytest.approx(at_layer_end, abs=0.01)
+
+
+def test_a_report_name_that_is_not_html_is_refused_before_any_run(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # The models do not even exist: the name is checked first, not after minutes of runs.
+    code = main(["compare", str(tmp_path / "f.onnx"), str(tmp_path / "q.onnx"),
+                 "-o", str(tmp_path / "report")])
+    assert code == 2
+    assert "the report is HTML; choose a .html file name" in capsys.readouterr().err
+    assert not (tmp_path / "report").exists()

@@ -50,12 +50,15 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from qdqkit.comparison import compare
-    from qdqkit.comparison.html import write_html
+    from qdqkit.comparison.html import check_html_output, write_html
     from qdqkit.comparison.whatif import write_fallback
 
     data = DATA.parse(args)
     views = [v.strip() for v in str(args.views).split(",") if v.strip()]
     inputs = (Path(args.float_model), Path(args.quant_model))
+    output = OUTPUT.parse(args)
+    if output:
+        check_html_output(Path(output))  # a wrong name is refused before minutes of runs
     result = compare(
         args.float_model, args.quant_model, data.request(), samples=data.limit or data.samples,
         batch=data.batch, seed=data.seed, views=views, what_if=max(0, args.what_if),
@@ -63,7 +66,6 @@ def run(args: argparse.Namespace) -> int:
         trt=TRT.parse(args),
     )
     written = []
-    output = OUTPUT.parse(args)
     if output:
         written.append(write_html(result, Path(output), protected=inputs))
     if args.fallback:

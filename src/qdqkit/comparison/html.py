@@ -247,7 +247,12 @@ def render_html(result: CompareResult) -> str:
     ))
 
 
-def write_html(result: CompareResult, output: Path, protected: tuple[Path, ...] = ()) -> Path:
+def check_html_output(output: Path) -> None:
+    """Refuse a report path that is not an .html file (before any work is done)."""
     if output.suffix.lower() not in (".html", ".htm"):
         raise OutputError(f"{output}: the report is HTML; choose a .html file name")
+
+
+def write_html(result: CompareResult, output: Path, protected: tuple[Path, ...] = ()) -> Path:
+    check_html_output(output)
     return write_text_atomic(output, render_html(result), protected=protected)
