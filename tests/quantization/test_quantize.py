@@ -418,3 +418,20 @@ def test_random_data_says_which_symbolic_dimensions_it_guessed() -> None:
     assert any("'x'[3] width = 32" in w and "--shapes" in w for w in guessed.warnings)
     given = quantize(builder.proto(), "random", calib_limit=1, shapes={"x": [1, 3, 16, 64]})
     assert not any("guessed" in w for w in given.warnings)
+
+
+def test_the_summary_judges_the_model_as_it_is_written() -> None:
+    """quantize lints its output in memory, where its new weights declare no shape yet: the
+    warnings must be those of the written file read back (48 channels: QDQ108)."""
+    from qdqkit.linting import lint
+
+    g = GraphBuilder("odd_channels", seed=0, opset=19)
+    x = g.node("Relu", [g.input("x", [1, 48, 8, 8])])
+    y = g.node("Relu", [g.conv(x, 48, 48, weight="float")])
+    g.output(g.node("Relu", [g.conv(y, 48, 48, weight="float")]), [1, 48, 8, 8])
+    result = quantize(g.proto(), calibration_batches(g, 2), trt="11", method="max")
+    written = lint(ir.from_proto(ir.serde.serialize_model(result.model)), trt="11")
+    as_written = {group.code: sum(1 for f in group.findings if f.severity.value == "warning")
+                  for group in written.groups}
+    assert result.lint_warnings.get("QDQ108") == 2
+    assert result.lint_warnings == {c: n for c, n in as_written.items() if n}

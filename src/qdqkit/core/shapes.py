@@ -41,11 +41,20 @@ class ValueTypes:
         inferred = self.shapes.get(value.name or "")
         if value.shape is not None and not (self.inferred_wins and inferred is not None):
             return value.shape
+        if inferred is None and value.const_value is not None:
+            # An initializer made in memory (a pass's new weight) declares no shape until the
+            # model is saved and read again; its tensor has the true one.
+            shape = value.const_value.shape
+            if isinstance(shape, ir.Shape):
+                return shape
+            return ir.Shape([d if isinstance(d, int) else None for d in shape])
         return inferred
 
     def dtype_of(self, value: ir.Value) -> ir.DataType | None:
         if value.dtype is not None:
             return value.dtype
+        if value.const_value is not None:
+            return value.const_value.dtype
         return self.dtypes.get(value.name or "")
 
 

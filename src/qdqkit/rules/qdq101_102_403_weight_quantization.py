@@ -103,7 +103,8 @@ def check(ctx: LintContext) -> Iterator[Finding]:
         runs = str(layer.precision) if layer is not None else "float"
         where = f"{node.op_type} '{node_label(node)}'"
         if ref.quantized and ref.params is not None and not ref.params.per_channel:
-            channels = ref.source.shape[0] if ref.source.shape is not None else None
+            shape = prediction.shape_of(ref.source)
+            channels = shape[0] if shape is not None and len(shape) else None
             if channels is None or channels != 1:
                 yield ctx.finding("QDQ403", f"{where}: weight '{ref.source.name}' has one scale",
                                   nodes=[node_label(ref.dequantize)] if ref.dequantize else [],

@@ -52,9 +52,10 @@ def check(ctx: LintContext) -> Iterator[Finding]:
         if node is None or ref is None or node.op_type != "Conv" or layer is None:
             continue
         cost = prediction.cost_of(layer)
-        if cost is None or not cost.int8_compute or ref.source.shape is None:
+        stored = prediction.shape_of(ref.source)
+        if cost is None or not cost.int8_compute or stored is None:
             continue
-        shape = [d for d in ref.source.shape if isinstance(d, int)]
+        shape = [d for d in stored if isinstance(d, int)]
         if len(shape) < 2:
             continue
         group_attr = node.attributes.get("group")

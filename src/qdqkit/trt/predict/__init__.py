@@ -93,6 +93,10 @@ class Prediction:
         """The computed values ``block`` reads from outside itself."""
         return self._walk.external_inputs(block)
 
+    def shape_of(self, value: ir.Value) -> ir.Shape | None:
+        """``value``'s shape: declared, inferred, or an initializer's own."""
+        return self.facts.shape_of(value)
+
     def cost_of(self, layer: EngineLayer) -> LayerCost | None:
         """MACs and INT8-ness of a predicted weighted layer; None for other layers."""
         return layer.cost

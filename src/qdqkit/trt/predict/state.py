@@ -214,7 +214,8 @@ class WalkState:
             self.absorbed_into.setdefault(producer, layer)
 
     def macs(self, node: ir.Node, weight: ir.Value | None) -> int | None:
+        stored = self.facts.shape_of(weight) if weight is not None else None
         shape = None
-        if weight is not None and weight.shape is not None:
-            shape = tuple(d if isinstance(d, int) else 1 for d in weight.shape)
+        if stored is not None:
+            shape = tuple(d if isinstance(d, int) else 1 for d in stored)
         return macs_of(node, shape, shape_of=self.facts.shape_of)
