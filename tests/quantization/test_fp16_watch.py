@@ -14,6 +14,7 @@ import onnx_ir as ir
 from qdqkit.core.qdq import QdqView
 from qdqkit.core.shapes import infer_value_types
 from qdqkit.examples.graph import GraphBuilder, run_model
+from qdqkit.linting import lint
 from qdqkit.quantization import quantize
 from qdqkit.quantization.fp16_watch import fp16_watch
 from qdqkit.trt.predict.fusion import collect_facts, form_blocks
@@ -177,3 +178,29 @@ def _with_outputs(proto: onnx.ModelProto, names: list[str]) -> onnx.ModelProto:
     copy.CopyFrom(proto)
     copy.graph.output.extend(onnx.ValueInfoProto(name=name) for name in names)
     return copy
+
+
+def test_lint_takes_the_fp32_quantize_keeps_as_a_choice() -> None:
+    g = _mixed_chain()
+    batch = {"x": np.full((1, 8, 8, 8), 50.0, np.float32)}
+    mixed = quantize(g.proto(), [batch], trt="11", method="max", exclude=["Conv"])
+    assert mixed.fp32_nodes and "conv3" not in mixed.fp32_nodes
+    # Part of the remainder runs FP16, so the FP32 layers are kept on purpose: no QDQ503.
+    assert "QDQ503" not in lint(mixed.model, trt="11").codes()
+    # All of it FP32: the float part was never converted, which QDQ503 reports.
+    whole = quantize(g.proto(), [batch], trt="11", method="max", exclude=["Conv"],
+                     high_precision="fp32")
+    assert "QDQ503" in lint(whole.model, trt="11").codes()
+
+
+def _mixed_chain() -> GraphBuilder:
+    """``_chain`` overflowing FP16, then a Tanh and a tame conv3 (y -> Tanh -> conv3 -> out)."""
+    g = GraphBuilder("mixed", seed=0, opset=19)
+    x = g.input("x", [1, 8, 8, 8])
+    c1 = g.conv(x, 8, 8, weight="float", name="conv1", std=900.0)
+    r1 = g.node("Relu", [g.bn(c1, 8, name="bn1")], name="relu1", out="r1")
+    s = g.node("Add", [g.conv(r1, 8, 8, weight="float", name="conv2"), r1], name="add", out="s")
+    t = g.node("Tanh", [g.node("Relu", [s], name="relu2", out="y")], name="tanh", out="t")
+    g.node("Relu", [g.conv(t, 8, 8, weight="float", name="conv3")], name="relu3", out="out")
+    g.output("out", [1, 8, 8, 8])
+    return g
