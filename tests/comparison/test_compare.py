@@ -280,11 +280,15 @@ def test_what_if_counts_int8_macs_at_the_data_shapes_of_a_symbolic_input(tmp_pat
     data = np.random.default_rng(0).normal(size=(2, 32, 24, 24)).astype(np.float32)
     np.save(tmp_path / "data.npy", data)
     quantize(float_path, tmp_path / "data.npy", output=tmp_path / "q.onnx", keep_unpaid=True)
-    result = compare_models(float_path, tmp_path / "q.onnx", tmp_path / "data.npy", what_if=2,
-                            trt="11")
+    # No trt: the version quantize recorded in the model (its default, 11), as lint does.
+    result = compare_models(float_path, tmp_path / "q.onnx", tmp_path / "data.npy", what_if=2)
+    assert (result.trt, result.from_model) == ("11", ["trt"])
     lost = {row.name: row.what_if.int8_macs_lost for row in result.nodes
             if row.what_if is not None and row.what_if.int8_macs_lost}
     assert lost and all(macs >= 32 * 32 * 9 * 24 * 24 for macs in lost.values())
+    given = compare_models(float_path, tmp_path / "q.onnx", tmp_path / "data.npy", what_if=0,
+                           trt="10")
+    assert (given.trt, given.from_model) == ("10", [])
 
 
 def _depthwise_pair(tmp: Path) -> tuple[Path, Path]:

@@ -15,7 +15,7 @@ from qdqkit.cli.args import DataArgs, JsonArgs, OutputArgs, TrtArgs, add_groups
 from qdqkit.report.json_output import print_json
 from qdqkit.report.text import decibels, table
 
-DATA, JSON, TRT = DataArgs(samples=8), JsonArgs(), TrtArgs()
+DATA, JSON, TRT = DataArgs(samples=8), JsonArgs(), TrtArgs(" the engine costs", from_model=True)
 OUTPUT = OutputArgs("write the report as one self-contained HTML file")
 
 
@@ -63,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
         args.float_model, args.quant_model, data.request(), samples=data.limit or data.samples,
         batch=data.batch, seed=data.seed, views=views, what_if=max(0, args.what_if),
         what_if_samples=max(1, args.what_if_samples), class_axis=args.class_axis,
-        trt=TRT.parse(args),
+        trt=TRT.given(args),
     )
     written = []
     if output:
@@ -84,6 +84,8 @@ def render(result: Any, top: int = 10) -> str:
         f"float      {result.float_model}",
         f"quantized  {result.quant_model}",
         f"data       {result.samples} samples: {result.data}",
+        f"engine     TensorRT {result.trt}"
+        + (" (the version qdqkit quantize built the model for)" if result.from_model else ""),
         "",
         table([[o.name, decibels(o.error.snr_db), f"{o.error.cosine:.6f}", f"{o.error.max_abs:.3g}",
                 "-" if o.argmax_agreement is None else f"{o.argmax_agreement:.1%}",

@@ -44,6 +44,7 @@ from qdqkit.core.numerics import make_session, run
 from qdqkit.core.observers import TensorObserver
 from qdqkit.core.progress import Progress
 from qdqkit.core.qdq import dtype_label
+from qdqkit.trt.build_record import resolve_build
 
 Metric = Callable[[Mapping[str, np.ndarray], Mapping[str, np.ndarray]], float]
 VIEWS = ("graph", "layer")
@@ -66,7 +67,7 @@ def compare(
     metric: Metric | None = None,
     class_axis: int = -1,
     top_k: int = 5,
-    trt: str = "8.6",
+    trt: str | None = None,
     progress: bool | None = None,
 ) -> CompareResult:
     """Compare ``quant_model`` with the ``float_model`` it was made from on ``data``.
@@ -75,7 +76,8 @@ def compare(
     model, which the result says). ``views`` picks graph-wise and/or layer-wise error; ``what_if``
     is how many nodes (the worst in either view) get the FP16 what-if, 0 for none. ``metric`` is
     the user's own measure, called per batch as ``metric(float_outputs, quant_outputs)`` and
-    averaged over samples.
+    averaged over samples. ``trt`` is the TensorRT version the engine costs are predicted for;
+    None: the one ``quantize`` recorded in ``quant_model``, else 8.6 (``trt.build_record``).
     """
     chosen = [v for v in dict.fromkeys(views)]
     unknown = [v for v in chosen if v not in VIEWS]
@@ -86,6 +88,7 @@ def compare(
     fp16 = _has_fp16(fproto) or _has_fp16(qproto)
     fmodel, qmodel = fresh_copy(fproto, upcast=fp16), fresh_copy(qproto, upcast=fp16)
     pairing = pair_models(qmodel, fmodel, str(qpath), str(fpath))
+    trt, _, from_model = resolve_build(qmodel, trt, "gpu")
     if isinstance(data, DataRequest):
         stream = data.open(qproto)
     else:
@@ -117,6 +120,7 @@ def compare(
     if seen == 0:
         raise QdqkitError(f"{stream.description}: gave no samples; the comparison needs data")
     result = _result(fpath, qpath, stream, seen, fp16, chosen, pairing, acc, trt)
+    result.from_model = from_model
     result.graph = graph_sketch(qmodel.graph)
     if metric is not None and metric_total:
         result.user_metric = metric_sum / metric_total

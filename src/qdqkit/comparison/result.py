@@ -117,6 +117,8 @@ class CompareResult:
     fallback: list[str]  # nodes by what-if gain, largest first (positive gains only)
     unpaired: list[str]
     trt: str
+    # ["trt"] when the version came from the quantized model's record (``trt.build_record``).
+    from_model: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     # The fallback list's first 2, 4, 8... nodes (and all of them) FP16 together.
     fallback_steps: list[FallbackStep] = field(default_factory=list)
