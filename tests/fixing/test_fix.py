@@ -296,3 +296,32 @@ def test_lint_and_fix_judge_a_quantized_model_for_what_it_was_built_for() -> Non
     model.metadata_props["qdqkit.quantize"] = '{"options": {"trt": "7", "target": "tpu"}}'
     unreadable = lint(model)  # a record naming nothing known counts as none
     assert (unreadable.trt, unreadable.target, unreadable.from_model) == ("8.6", "gpu", [])
+
+
+def _attention_output_projection() -> ir.Model:
+    """onnxruntime's spelling of attention: the core MatMul reads two Q/DQ activations, and the
+    small output projection reads a Q/DQ of its result through a Transpose."""
+    g = GraphBuilder("attention", seed=5)
+    x = g.input("x", [1, 16, 32])
+    keys = g.node("Transpose", [x], perm=[0, 2, 1], name="keys")
+    core = g.node("MatMul", [g.qdq(x, 0.03, name="q_in"), g.qdq(keys, 0.03, name="k_in")],
+                  name="core")
+    mixed = g.node("Transpose", [core], perm=[0, 2, 1], name="mix")
+    weight = g.weight((16, 32), name="proj.weight")
+    g.output(g.node("MatMul", [g.qdq(mixed, 0.4, name="proj_in"), weight], name="proj"))
+    return g.ir()
+
+
+def test_a_standalone_q_that_does_not_pay_is_settled_float_as_quantize_would() -> None:
+    model = _attention_output_projection()
+    result = fix(model)
+    fixed = result.model
+    assert fixed is not None
+    # The attention core goes float (C16), so the projection's Q could only be a Reformat of its
+    # own, for a layer too small to save its cost: the projection reads float instead.
+    assert list(result.unpaid_float) == ["proj"] and "E1" in result.unpaid_float["proj"]
+    assert not result.unfixed and result.exit_code == 0 and result.after.reformats == 0
+    relinted = lint(fixed)
+    assert "QDQ407" not in relinted.codes() and "QDQ102" not in relinted.codes()
+    feeds = [_feeds(model, seed) for seed in range(2)]
+    assert _snr(model, fixed, feeds) >= 30.0

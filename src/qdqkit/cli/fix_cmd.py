@@ -91,6 +91,12 @@ def render(result: Any) -> str:
         lines += ["", "before the rule fixes:"] + [f"  {c}" for c in result.prepared[:_SHOWN]]
         if len(result.prepared) > _SHOWN:
             lines.append(f"  ... and {len(result.prepared) - _SHOWN} more (--json lists all)")
+    if result.unpaid_float:
+        lines += ["", "kept float, as quantize would (their INT8 region does not pay for its "
+                  "Reformats):"]
+        lines += [f"  {node}: {why}" for node, why in list(result.unpaid_float.items())[:_SHOWN]]
+        if len(result.unpaid_float) > _SHOWN:
+            lines.append(f"  ... and {len(result.unpaid_float) - _SHOWN} more (--json lists all)")
     for code, actions in result.by_rule().items():
         changes = [c for a in actions for c in a.changes]
         lines += ["", f"{code} {actions[0].rule}: {len(actions)} finding(s) fixed"]

@@ -10,7 +10,12 @@
    no fixable finding is left or a round changes nothing (at most ``MAX_ROUNDS``).
 3. A scale no neighbour carries is calibrated from ``calib`` data with the streaming observers of
    ``quantize``; without data the repair needing it is skipped and listed.
-4. The caller's model and file are never changed; ``dry_run`` writes nothing; the output is written
+4. A finding still left whose Q/DQ is a Reformat of an INT8 region that does not pay for its
+   Reformats (``trt.placement.unpaid_points``, the judge ``quantize`` applies; GPU only) is
+   settled as ``quantize`` settles it: the region's nodes read float (``KeepNodesFloat``), the
+   decision is recorded in the model for ``lint`` (``core.kept_float``), and the rounds run once
+   more without them.
+5. The caller's model and file are never changed; ``dry_run`` writes nothing; the output is written
    atomically and is byte-deterministic.
 """
 
@@ -28,9 +33,9 @@ from qdqkit.core.atomic import output_set
 from qdqkit.core.data import DataRequest, DataSource
 from qdqkit.core.errors import QdqkitError
 from qdqkit.core.gc_pause import paused_cyclic_gc
-from qdqkit.core.kept_float import kept_float
+from qdqkit.core.kept_float import kept_float, record_kept_float
 from qdqkit.core.model_io import load_model, stage_model
-from qdqkit.core.qdq import QdqView, node_label
+from qdqkit.core.qdq import WEIGHTED_OPS, QdqView, is_qdq, node_label
 from qdqkit.fixing.result import EngineFigures, FixAction, FixResult, Unfixed
 from qdqkit.fixing.retype import RoundTypes
 from qdqkit.linting import check_prediction
@@ -120,34 +125,51 @@ def _fix(
     calibrated: dict[str, float] = {}
     rounds = 0
     current = first
-    for _ in range(MAX_ROUNDS):
-        findings = fixers_of(current, fixers)
-        if not findings:
-            break
-        rounds += 1
-        plan = plan_target(working, target=target, extra_scales=calibrated,
-                           types=types.types, view=view, exclude=kept_names)
-        if plan.missing and calib is not None and not calibrated:
-            calibrated = _calibrate(plan, calib)
+    unpaid: dict[str, str] = {}
+    judged_changes: list[str] = []
+    for judged in (False, True):
+        for _ in range(MAX_ROUNDS):
+            findings = fixers_of(current, fixers)
+            if not findings:
+                break
+            rounds += 1
             plan = plan_target(working, target=target, extra_scales=calibrated,
                                types=types.types, view=view, exclude=kept_names)
-        for tensors in plan.missing.values():
-            skipped[f"no scale for {', '.join(repr(t) for t in tensors[:4])}: nothing next to "
-                    "it carries one; give --calib data to compute it"] = None
-        session = start_session(working, plan, types=types.types)
-        changed = False
-        for finding in findings:
-            mark = len(session.log)
-            unit = fixers[finding.code]
-            assert unit.fix is not None
-            changed = unit.fix(finding, working) or changed
-            actions.append(FixAction(finding.code, rule(finding.code).name, finding.message,
-                                     tuple(session.log[mark:])))
-        end_session(working)
-        current, types, view = _check(working, trt, target, types)
-        if not changed:
+            if plan.missing and calib is not None and not calibrated:
+                calibrated = _calibrate(plan, calib)
+                plan = plan_target(working, target=target, extra_scales=calibrated,
+                                   types=types.types, view=view, exclude=kept_names)
+            for tensors in plan.missing.values():
+                skipped[f"no scale for {', '.join(repr(t) for t in tensors[:4])}: nothing next "
+                        "to it carries one; give --calib data to compute it"] = None
+            session = start_session(working, plan, types=types.types)
+            changed = False
+            for finding in findings:
+                mark = len(session.log)
+                unit = fixers[finding.code]
+                assert unit.fix is not None
+                changed = unit.fix(finding, working) or changed
+                actions.append(FixAction(finding.code, rule(finding.code).name, finding.message,
+                                         tuple(session.log[mark:])))
+            end_session(working)
+            current, types, view = _check(working, trt, target, types)
+            if not changed:
+                break
+        left = fixers_of(current, fixers)
+        if judged or not left or target != "gpu":
             break
-    if prepared or any(a.changes for a in actions):
+        region_nodes = _unpaid_regions(working, trt, left)  # rule 4
+        if not region_nodes:
+            break
+        _, changes = _keep_float(working, sorted(region_nodes), where)
+        # The weighted ops are the decision worth recording; their bias Adds and copies follow.
+        unpaid = {label: why for label, (op, why) in region_nodes.items() if op in WEIGHTED_OPS}
+        record_kept_float(working, {**kept_float(working), **unpaid})
+        judged_changes = changes
+        kept_names = sorted({*kept_names, *region_nodes})
+        fixers_of = _without(kept_names)
+        current, types, view = _check(working, trt, target)
+    if prepared or judged_changes or any(a.changes for a in actions):
         # New scales and weights are initializers that are not graph inputs: IR version 4 on.
         working.ir_version = max(working.ir_version or 0, _MIN_IR_VERSION)
     left = fixers_of(current, fixers)
@@ -158,7 +180,7 @@ def _fix(
         dry_run=dry_run, trt=trt, target=target, from_model=from_model, rounds=rounds, prepared=prepared,
         actions=actions, skipped=list(skipped), unfixed=unfixed, before=before,
         after=_figures(current), fixable_before=fixable_before, fixable_after=len(left),
-        model=working,
+        model=working, unpaid_float=unpaid, unpaid_changes=judged_changes,
     )
     if out_path is not None and not dry_run:
         protected = (source_path,) if source_path is not None else ()
@@ -182,6 +204,26 @@ def _check(model: ir.Model, trt: str, target: str, before: RoundTypes | None = N
     prediction = run_prediction(model, trt=trt, target=target, types=types)
     return (check_prediction(prediction, "", kept=kept_float(model)),
             RoundTypes.of(model, prediction.facts.types), prediction.facts.view)
+
+
+def _unpaid_regions(model: ir.Model, trt: str, left: list[Finding]
+                    ) -> dict[str, tuple[str, str]]:
+    """Rule 4: the non-Q/DQ nodes of the INT8 regions that do not pay and that a finding in
+    ``left`` is a Reformat of: label -> (op type, the reason)."""
+    from qdqkit.linting.latency import float_build
+    from qdqkit.trt.placement import unpaid_points
+
+    prediction = run_prediction(model, trt=trt)
+    named = {node for finding in left for node in finding.nodes}
+    reformats = {layer.name for layer in prediction.engine.layers
+                 if layer.is_reformat and named.intersection(layer.onnx_nodes)}
+    found: dict[str, tuple[str, str]] = {}
+    for region in unpaid_points(prediction, float_build(model, trt)):
+        if reformats.intersection(region.entries):
+            for node in region.nodes:
+                if not is_qdq(node):
+                    found.setdefault(node_label(node), (node.op_type, region.reason))
+    return found
 
 
 def _external(model: ir.Model) -> bool:

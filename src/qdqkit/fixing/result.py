@@ -78,10 +78,13 @@ class FixResult:
     model: ir.Model | None = field(default=None, repr=False)
     # Settings ("trt", "target") taken from what quantize recorded in the model, not given.
     from_model: list[str] = field(default_factory=list)
+    # Nodes settled float because their INT8 region does not pay for its Reformats -> why.
+    unpaid_float: dict[str, str] = field(default_factory=dict)
+    unpaid_changes: list[str] = field(default_factory=list)  # what settling them changed
 
     @property
     def changed(self) -> bool:
-        return bool(self.prepared or any(a.changes for a in self.actions))
+        return bool(self.prepared or self.unpaid_changes or any(a.changes for a in self.actions))
 
     @property
     def nothing_to_fix(self) -> bool:
@@ -105,7 +108,8 @@ class FixResult:
             "trt": self.trt, "target": self.target, "from_model": self.from_model,
             "rounds": self.rounds,
             "nothing_to_fix": self.nothing_to_fix, "changed": self.changed,
-            "prepared": self.prepared,
+            "prepared": self.prepared, "unpaid_float": self.unpaid_float,
+            "unpaid_changes": self.unpaid_changes,
             "fixes": {code: [a.to_json() for a in actions]
                       for code, actions in self.by_rule().items()},
             "skipped": self.skipped, "unfixed": [u.to_json() for u in self.unfixed],
