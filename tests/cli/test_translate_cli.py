@@ -144,3 +144,13 @@ def test_the_command_keeps_openblas_to_one_thread_unless_the_user_chose(
                          capture_output=True, text=True, env=env)
     assert ran.returncode == 0, ran.stderr
     assert ran.stdout.splitlines()[-1] == f"{given or '1'} 0"
+
+
+def test_the_model_is_positional_as_in_every_other_command(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["translate", str(FIXTURES / "torch_fq_qat.onnx"), "-o", str(tmp_path)]) == 0
+    assert (tmp_path / "torch_fq_qat_noqdq.onnx").is_file()
+    assert main(["translate", "-o", str(tmp_path / "none")]) == 2
+    err = capsys.readouterr().err
+    assert "no model to translate" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "none").exists()

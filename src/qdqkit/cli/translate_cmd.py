@@ -1,4 +1,5 @@
-"""``qdqkit translate -i MODEL [MODEL ...] -o DIR [options]``: the reference translator's options."""
+"""``qdqkit translate MODEL [MODEL ...] -o DIR [options]``: the reference translator's options
+(``-i MODEL ...`` too)."""
 
 from __future__ import annotations
 
@@ -28,9 +29,11 @@ def register(subparsers: Any) -> None:
         "<name>_precision_config_layer_arg.txt: what TensorRT implicit INT8 (DLA, TensorRT <= 10) "
         "needs. Accepts the options of NVIDIA's qdq_translator.py under the same spellings.",
     )
+    # The models are positional as in every other command; -i keeps the reference's spelling.
+    parser.add_argument("models", nargs="*", metavar="MODEL", help="Q/DQ ONNX models to translate")
     parser.add_argument(
-        "-i", "--input_onnx_models", "--input-onnx-models", nargs="+", required=True,
-        metavar="MODEL", help="Q/DQ ONNX models to translate",
+        "-i", "--input_onnx_models", "--input-onnx-models", nargs="+", default=[],
+        metavar="MODEL", help="the same, as the reference translator spells it",
     )
     add_groups(parser, OUTPUT)
     parser.add_argument(
@@ -95,7 +98,11 @@ def run(args: argparse.Namespace) -> int:
         rename_node_outputs=args.rename_node_outputs,
         add_unary_ew_scales_for_dla=args.add_unary_ew_scales_for_dla,
     )
-    stems = [Path(m).stem for m in args.input_onnx_models]
+    models = [*args.models, *args.input_onnx_models]
+    if not models:
+        raise QdqkitError("no model to translate: give one or more Q/DQ .onnx files "
+                          "(qdqkit translate MODEL.onnx -o DIR)")
+    stems = [Path(m).stem for m in models]
     clashes = sorted({s for s in stems if stems.count(s) > 1})
     if clashes:
         raise QdqkitError(
@@ -104,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
         )
     as_json, output = JSON.parse(args), OUTPUT.given(args)
     results = []
-    for model in args.input_onnx_models:
+    for model in models:
         result = translate(model, output, options)
         results.append(result)
         if not as_json:
