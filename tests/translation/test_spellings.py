@@ -168,3 +168,39 @@ def test_explicit_uint8_activation_keeps_its_range(tmp_path: Path) -> None:
     assert config["int8_tensor_scales"][relu_out] == float(np.float32(np.float32(0.004) * 255 / 127))
     # Clipping at 127 * s would lose the upper half of the activations; keeping the range does not.
     assert verify(source, tmp_path / "out").min_snr_db > 40
+
+
+@pytest.mark.parametrize("path", ["direct", "reshaped"])
+def test_quantized_constants_no_weight_reads_keep_their_quantized_values(
+    path: str, tmp_path: Path
+) -> None:
+    # onnxruntime's QDQ spelling quantizes a BatchNormalization's scale and an Add's bias like
+    # activations; TensorRT never requantizes those, so the translation must carry the values the
+    # Q/DQ pair gives, not the float constants (which would move the outputs off the Q/DQ model).
+    gamma = np.array([0.013, 0.9, 1.7, 0.41], np.float32)
+    bias = np.array([0.0031, -0.25, 0.5, 0.07], np.float32)
+    g = GraphBuilder(seed=4)
+    x = g.input("x", [1, 4, 8, 8])
+    y = g.conv(g.qdq(x, 0.02, name="x"), 4, 4, name="c1", bias=False)
+    zeros, ones = np.zeros(4, np.float32), np.ones(4, np.float32)
+    y = g.node("BatchNormalization", [g.qdq(y, 0.05, name="c1"),
+                                      g.qdq(g.const(gamma, "gamma"), 1.7 / 127, name="gamma"),
+                                      g.const(zeros, "beta"), g.const(zeros, "mean"),
+                                      g.const(ones, "var")], name="bn")
+    if path == "direct":
+        b = g.const(bias.reshape(1, 4, 1, 1), "bias")
+    else:  # computed from constants, as paddle2onnx spells a conv bias
+        b = g.node("Reshape", [g.const(bias, "bias"), g.const(np.array([1, 4, 1, 1]), "to4d")],
+                   name="bias_shape")
+    y = g.node("Add", [g.qdq(y, 0.05, name="bn"), g.qdq(b, 0.5 / 127, name="b")], out="y")
+    g.output("y")
+    _, model, source = _translate(g, tmp_path)
+    constants = [onnx.numpy_helper.to_array(t) for t in model.graph.initializer]
+
+    def carried(values: np.ndarray, scale: float) -> bool:
+        step = np.float32(scale)
+        quantized = (np.rint(values / step) * step).astype(np.float32)
+        return any(c.size == 4 and np.array_equal(c.ravel(), quantized) for c in constants)
+
+    assert carried(gamma, 1.7 / 127) and carried(bias, 0.5 / 127)
+    assert verify(source, tmp_path / "out").min_snr_db == float("inf")

@@ -1,8 +1,9 @@
 """float_copy: a Q/DQ model's float graph, copied without its Q/DQ instead of cloned and stripped.
 
-``StripQdqPairs`` on a clone gives the same graph, but clones every Q/DQ node only to remove it
-again (each removal unlinks its uses), which costs as much as the rest of planning. Here each
-node is visited once, in order:
+``StripQdqPairs`` on a clone gives the same graph (up to the values of quantized constants that
+reach no weighted op, which it keeps as the Q/DQ gives them and placement does not read), but
+clones every Q/DQ node only to remove it again (each removal unlinks its uses), which costs as
+much as the rest of planning. Here each node is visited once, in order:
 1. ``x -> Q -> DQ(s)``: the Q is not copied and every DQ output maps to the copy of ``x``.
 2. A DQ of a constant becomes a float initializer ``(q - zp) * scale`` named as the DQ output; a
    DQ of a network input maps to the input, made float.

@@ -2,8 +2,13 @@
 
 Rules:
 1. ``x -> Q -> DQ(s) -> ...``: every use of each DQ output reads ``x`` instead; if ``x`` is not a
-   constant, its scale ``s`` is recorded in the scale table (a float weight simply stays float);
-   an explicit uint8 zero point of 0 records ``s * 255 / 127``, the int8 scale with the same amax.
+   constant, its scale ``s`` is recorded in the scale table (a float weight simply stays float:
+   TensorRT quantizes it again); an explicit uint8 zero point of 0 records ``s * 255 / 127``, the
+   int8 scale with the same amax.
+   A constant (or a Reshape, Transpose and the like of constants) that reaches no weighted op's
+   input through such ops, as a BatchNormalization scale or an Add's bias onnxruntime quantizes,
+   is one TensorRT never quantizes: its readers read the values the Q/DQ pair gives instead, the
+   Q/DQ model's numbers.
 2. ``int8/int32 constant -> DQ``: the DQ is folded into a float initializer ``(q - zp) * scale``;
    ``graph input -> DQ``: the input becomes a float input carrying the DQ's scale.
 3. A DQ output that is a graph output keeps its name: ``x`` is renamed to it, or an Identity is
@@ -18,8 +23,9 @@ import numpy as np
 import onnx_ir as ir
 
 from qdqkit.core.constants import constant_array, constant_source
-from qdqkit.core.qdq import QdqView, is_quantize, node_label
-from qdqkit.core.qdq_math import dequantize
+from qdqkit.core.qdq import WEIGHT_PATH_OPS, WEIGHTED_OPS, QdqView, is_quantize, node_label
+from qdqkit.core.qdq_math import dequantize, quantize
+from qdqkit.passes.fold_weight_path import evaluate_constant
 from qdqkit.passes.node_removal import remove_together
 from qdqkit.passes.scales import ScaleOrigin, ScaleTable
 
@@ -34,6 +40,31 @@ def dequantized_array(view: QdqView, dq: ir.Node, out_dtype: np.dtype) -> np.nda
     if params is None or data is None:
         raise ValueError(f"DequantizeLinear {node_label(dq)} has no constant input")
     return dequantize(data, params, out_dtype)
+
+
+def _reaches_weighted_op(value: ir.Value) -> bool:
+    """Whether ``value`` feeds a weighted op, directly or through weight-path ops (rule 1)."""
+    pending, seen = [value], {value}
+    while pending:
+        for use in pending.pop().uses():
+            node = use.node
+            if node.op_type in WEIGHTED_OPS:
+                return True
+            if node.op_type in WEIGHT_PATH_OPS:
+                for out in node.outputs:
+                    if out not in seen:
+                        seen.add(out)
+                        pending.append(out)
+    return False
+
+
+def _quantized_constant(view: QdqView, q: ir.Node, dq: ir.Node) -> np.ndarray | None:
+    """What ``DQ(Q(constant))`` computes (rule 1), or None when a parameter is not constant."""
+    params, data = view.params(q), evaluate_constant(q.inputs[0])
+    dq_params = view.params(dq)
+    if params is None or data is None or dq_params is None:
+        return None
+    return dequantize(quantize(data, params), dq_params, _float_dtype(view, dq))
 
 
 def _float_dtype(view: QdqView, dq: ir.Node) -> np.dtype:
@@ -126,6 +157,13 @@ class StripQdqPairs(ir.passes.InPlacePass):
         if q is not None:
             source = q.inputs[0]
             assert source is not None
+            constant = constant_source(source) is not None or source in self.constants
+            if constant and not _reaches_weighted_op(dq.outputs[0]):
+                baked = _quantized_constant(view, q, dq)
+                if baked is not None:
+                    value = ir.Value(name=None, const_value=ir.Tensor(baked))
+                    self._reroute(graph, dq, value, rerouted, initializer=True)
+                    return
             if constant_source(source) is None and source not in self.constants:
                 params = view.params(q)
                 assert params is not None
