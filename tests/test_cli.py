@@ -86,7 +86,7 @@ def test_verify_checks_the_qdq_model_and_the_inputs_file(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert main(["demo", "--dir", str(tmp_path / "demo")]) == 0
-    assert "dB SNR" in capsys.readouterr().out
+    assert "reproduces the Q/DQ model exactly" in capsys.readouterr().out
     # A Q/DQ model file that matches the bundle's name but is empty.
     (tmp_path / "other").mkdir()
     empty = tmp_path / "other" / "demo_trt_qat.onnx"

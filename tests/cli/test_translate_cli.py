@@ -85,7 +85,7 @@ def test_verify_and_demo_commands(tmp_path: Path, capsys: pytest.CaptureFixture[
     model = tmp_path / "demo_trt_qat.onnx"
     assert main(["verify", str(model), str(tmp_path / "translated"), "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
-    assert data["min_snr_db"] > 40 and data["outputs"][0]["name"] == "logits"
+    assert float(data["min_snr_db"]) > 40 and data["outputs"][0]["name"] == "logits"
 
 
 def test_the_process_entry_point_writes_what_the_api_writes_and_exits_with_its_code(

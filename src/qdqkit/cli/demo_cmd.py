@@ -61,11 +61,15 @@ def run(args: argparse.Namespace) -> int:
     print()
     layer_arg = result.outputs.layer_arg.read_text(encoding="utf-8")
     print("== what it shows")
+    how_close = ("exactly (the outputs are equal bit for bit, in both models with those layers "
+                 "in FP16)" if check.min_snr_db == float("inf")
+                 else f"at {check.min_snr_db:.1f} dB SNR (>= 40 dB means the translation kept the "
+                 "model)")
     print(
         f"The Q/DQ-free model keeps {result.activation_scales + result.propagated_scales} INT8 "
         f"scales in the cache; {len(result.fp16_nodes)} layers are pinned to FP16 because their "
-        f"inputs have no scale. Emulating TensorRT implicit INT8 reproduces the Q/DQ model at "
-        f"{check.min_snr_db:.1f} dB SNR (>= 40 dB means the translation kept the model)."
+        f"inputs have no scale. Emulating TensorRT implicit INT8 reproduces the Q/DQ model "
+        f"{how_close}."
     )
     print()
     print("== build it on a device with TensorRT <= 10 (add --useDLACore=0 --allowGPUFallback for DLA):")

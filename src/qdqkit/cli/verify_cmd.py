@@ -22,8 +22,8 @@ def register(subparsers: Any) -> None:
         help="prove numerically that a translation kept the Q/DQ model (SNR, pass/fail)",
         description="Emulate TensorRT implicit INT8 on the translated model (fake quantization at "
         "every cached scale, weights requantized per channel at max|w|/127, FP16 rounding in the "
-        "FP16 layers) and compare with the Q/DQ model. Exits 1 when an output's SNR is below "
-        "--min-snr.",
+        "FP16 layers) and compare with the Q/DQ model, whose same layers round to FP16 as an "
+        "--int8 --fp16 build runs them. Exits 1 when an output's SNR is below --min-snr.",
     )
     parser.add_argument("qdq_model", help="the original Q/DQ ONNX model")
     parser.add_argument("translated_dir", help="the folder 'qdqkit translate' wrote")
@@ -69,7 +69,9 @@ def render(result: Any) -> str:
         f"shapes            {shapes}",
         f"emulated INT8     {result.scaled_tensors} tensors with cached scales; "
         f"{result.quantized_weights} weights requantized per channel at max|w|/127 "
-        f"({result.changed_weights} changed by it); {result.fp16_tensors} tensors rounded to FP16",
+        f"({result.changed_weights} changed by it); {result.fp16_tensors} tensors rounded to FP16"
+        + (" in both models (an --int8 --fp16 build of either runs their readers FP16)"
+           if result.fp16_tensors else ""),
         "",
         table(rows, ["output", "SNR dB", "cosine", "max abs err"]),
         "",
@@ -93,6 +95,11 @@ def render(result: Any) -> str:
         lines.append(
             f"{len(result.unary_tensors)} DLA unary (1.0) scales, not emulated: "
             + ", ".join(result.unary_tensors[:10])
+        )
+    if result.fp16_unmatched:
+        lines.append(
+            f"{len(result.fp16_unmatched)} tensors rounded to FP16 have no counterpart in the "
+            "Q/DQ model, so their rounding counts as loss: " + ", ".join(result.fp16_unmatched[:10])
         )
     if result.missing_tensors:
         lines.append(f"cache names not in the model: {', '.join(result.missing_tensors[:10])}")

@@ -3,8 +3,11 @@
 We emulate what TensorRT's implicit INT8 computes from the translated bundle (``emulation`` states
 the rules: fake quantization at every cached scale, weights requantized per output channel at
 max|w|/127 as TensorRT does, FP16 rounding in the layers pinned to FP16) and run it in onnxruntime
-(optimizations off, see core.numerics); its outputs are compared with the original Q/DQ model's on
-the same inputs (``core.data``: a file, or seeded random samples sized and ranged from the model).
+(float optimizations only, see core.numerics); its outputs are compared with the original Q/DQ
+model's on the same inputs (``core.data``: a file, or seeded random samples sized and ranged from
+the model). The Q/DQ model runs as an ``--int8 --fp16`` build of it computes: its layers that
+the translation pins to FP16 round to FP16 too (``emulation`` rule 4), so the figure measures
+what the translation changed, not what FP16 costs both builds.
 
 The verdict: pass when every output's SNR is at least ``min_snr_db`` and both models produced
 finite outputs. With ``split`` (and always on a failure, unless ``split=False``) the sources of loss
@@ -32,6 +35,7 @@ from qdqkit.core.errors import QdqkitError
 from qdqkit.core.model_io import file_sha256, load_model
 from qdqkit.core.shapes import fill_value_types
 from qdqkit.core.upcast import upcast_float16
+from qdqkit.passes.constants_to_initializers import ConstantsToInitializers
 from qdqkit.passes.scales import ScaleOrigin, ScaleTable
 from qdqkit.report.text import decibels
 from qdqkit.translation.fp16 import select_fp16_nodes
@@ -48,6 +52,7 @@ from qdqkit.verification.emulation import (
     Source,
     insert_fake_quant,
     quantize_weights,
+    reference_names,
     round_to_fp16,
 )
 from qdqkit.verification.running import Accumulator, compare, run_reference, write_temporary
@@ -69,8 +74,9 @@ class LossSource:
     """One step of the split: the emulation with this source added to the ones before it.
 
     Steps: activation scales as cached (weights as the bundle stores them); then weights
-    requantized as TensorRT does; then layers pinned to FP16 (the full emulation). A drop from
-    one step to the next is what that source costs.
+    requantized as TensorRT does (the full emulation). The layers pinned to FP16 round in every
+    step, on both sides (``emulation`` rule 4). A drop from one step to the next is what that
+    source costs.
     """
 
     source: str
@@ -100,6 +106,9 @@ class VerifyResult:
     loss_sources: list[LossSource] = field(default_factory=list)
     missing_tensors: list[str] = field(default_factory=list)
     unary_tensors: list[str] = field(default_factory=list)
+    # Tensors rounded to FP16 in the emulation that the Q/DQ model has no counterpart of: their
+    # rounding is on one side only, so it counts as loss.
+    fp16_unmatched: list[str] = field(default_factory=list)
 
     @property
     def min_snr_db(self) -> float:
@@ -164,6 +173,7 @@ def verify(
             f"{paths.noqdq_model}: has no output '{absent[0]}' that {qdq_path} has; translate again"
         )
     unscaled = _unscaled_tensors(noqdq, cache)
+    in_reference, unmatched = reference_names(noqdq.graph, reference_model.graph, unscaled)
     del noqdq  # each emulation loads its own copy, after the Q/DQ model's session is gone
     if isinstance(inputs, DataRequest):
         data = inputs.open(interface)
@@ -175,10 +185,15 @@ def verify(
     # One model at a time, never both: the Q/DQ model runs over every sample and only its outputs
     # are kept; its session is freed before the emulation is built, so the peak is one model's.
     fp16_model = upcast_float16(reference_model)
+    if in_reference:  # the FP16 layers round here too, as an --int8 --fp16 build runs them
+        ConstantsToInitializers()(reference_model)  # as in the emulation: constants are weights
+        fill_value_types(reference_model)
+        round_to_fp16(reference_model.graph, in_reference)
     with tempfile.TemporaryDirectory(prefix="qdqkit-verify-") as scratch:
-        # onnxruntime reads an fp32 file itself; an upcast fp16 model goes over a temporary file
-        # (see ``_emulate`` for why not in memory).
-        reference = write_temporary(reference_model, scratch) if fp16_model else qdq_path
+        # onnxruntime reads an unchanged fp32 file itself; a changed model goes over a temporary
+        # file (see ``_emulate`` for why not in memory).
+        changed = fp16_model or bool(in_reference)
+        reference = write_temporary(reference_model, scratch) if changed else qdq_path
         del reference_model
         numerics.release_freed_memory(collect=True)
         with ThreadPoolExecutor(max_workers=1) as pool:
@@ -214,7 +229,7 @@ def verify(
     loss_sources = []
     if len(variants) > 1:
         steps = {Source.ACTIVATIONS: accumulators[Source.ACTIVATIONS],
-                 Source.WEIGHTS: accumulators[Source.WEIGHTS], Source.FP16: accumulators[None]}
+                 Source.WEIGHTS: accumulators[None]}
         loss_sources = [_loss_source(step, acc, names) for step, acc in steps.items()]
     unary = [name for name, scale in cache.scales.items() if scale == 1.0]
     return VerifyResult(
@@ -239,6 +254,7 @@ def verify(
         loss_sources=loss_sources,
         missing_tensors=full.missing,
         unary_tensors=unary,
+        fp16_unmatched=unmatched,
     )
 
 
@@ -288,6 +304,8 @@ def _emulate(
     copy of its weights is freed before the session is built.
     """
     model = _load_noqdq(paths, validate=False)  # verify validated it before any session
+    # A weight in a Constant node is a weight to TensorRT's parser, as an initializer is.
+    ConstantsToInitializers()(model)
     fill_value_types(model)
     if upcast:
         # fp16 models run in fp32 on both sides: onnxruntime's fp16 CPU kernels change between
@@ -314,17 +332,19 @@ def _emulate(
     return _Emulation(session, types, scaled, weights, fp16, missing)
 
 
-# The split adds one source at a time, in this order; the last step is the full emulation.
-_STEPS = (Source.ACTIVATIONS, Source.WEIGHTS, Source.FP16)
+# The split adds one source at a time, in this order; the last step is the full emulation. FP16
+# rounding is in every step: the reference has it too (``emulation`` rule 4).
+_STEPS = (Source.ACTIVATIONS, Source.WEIGHTS)
 
 
 def _split_variants(
     paths: OutputPaths, cache: CalibCache, unscaled: list[str], upcast: bool
 ) -> Iterator[tuple[Source, _Emulation]]:
-    """Emulations of the first steps alone, built one at a time: activation scales, then with
-    weights requantized. Each is closed by the caller before the next is built."""
+    """Emulations of the first steps alone, built one at a time (activation scales). Each is
+    closed by the caller before the next is built."""
     for count, step in enumerate(_STEPS[:-1], start=1):
-        yield step, _emulate(paths, cache, frozenset(_STEPS[:count]), unscaled, upcast)
+        sources = frozenset({Source.FP16, *_STEPS[:count]})
+        yield step, _emulate(paths, cache, sources, unscaled, upcast)
 
 
 def _metrics(acc: Accumulator) -> tuple[float, float, float, bool]:

@@ -9,7 +9,14 @@ source's cost can be measured alone:
    input has a scale) becomes what TensorRT computes with: per output channel, scale max|w|/127 in
    float32 (``core.qdq_math.trt_requantize_weight``; a weight already on that grid is unchanged).
 3. ``FP16``: every float tensor left without a scale is rounded to float16 (Cast -> Cast), and so
-   are the constant float inputs of the layers that read them: those layers run FP16 on the device.
+   are the constant float inputs of the layers that read them (a weight computed by a
+   DequantizeLinear of constants too): those layers run FP16 on the device.
+4. The reference gets rule 3 too, at the same tensors (``reference_names`` finds them in the Q/DQ
+   model: the same name, else the same output of the node with the same name). An ``--int8
+   --fp16`` build of the Q/DQ model runs its unquantized layers FP16 as well, so that rounding is
+   not something the translation changed: on one side only, each rounding moves values across
+   the rounding points of every quantizer after it, and the comparison would measure INT8 noise
+   (a few dB above the model's own INT8 loss) instead of the translation.
 """
 
 from __future__ import annotations
@@ -22,7 +29,7 @@ import onnx_ir as ir
 
 from qdqkit.core.lazy_proto import release_mapped_tensor
 from qdqkit.core.names import taken_names, unique_name
-from qdqkit.core.qdq import FLOAT_TYPES
+from qdqkit.core.qdq import FLOAT_TYPES, is_qdq
 from qdqkit.core.qdq_math import trt_requantize_weight
 from qdqkit.core.weights import output_channel_axis, weight_index
 from qdqkit.passes.insert_qdq import ActivationQdq, InsertQdq
@@ -103,26 +110,74 @@ def insert_fake_quant(model: ir.Model, scales: Mapping[str, float]) -> list[str]
     return missing
 
 
+def reference_names(
+    translated: ir.Graph, reference: ir.Graph, tensors: Iterable[str]
+) -> tuple[list[str], list[str]]:
+    """Rule 4: the reference's names for the translated ``tensors``, and the tensors it lacks.
+
+    The translation keeps tensor names (a folded BatchNormalization's output passes to its conv);
+    with renamed node outputs the node that wrote the tensor still has its name."""
+    in_reference = values_by_name(reference)
+    translated_values = values_by_name(translated)
+    nodes = {node.name: node for node in reference if node.name}
+    found: list[str] = []
+    lacking: list[str] = []
+    for name in tensors:
+        if name in in_reference:
+            found.append(name)
+            continue
+        value = translated_values.get(name)
+        producer = value.producer() if value is not None else None
+        index = value.index() if value is not None else None
+        twin = nodes.get(producer.name or "") if producer is not None else None
+        if producer is not None and twin is not None and twin.op_type == producer.op_type \
+                and index is not None and index < len(twin.outputs) and twin.outputs[index].name:
+            found.append(twin.outputs[index].name or "")
+        else:
+            lacking.append(name)
+    return found, lacking
+
+
 def round_to_fp16(graph: ir.Graph, tensors: Iterable[str]) -> int:
-    """Round the named float tensors, and the float constants their readers take, to float16."""
+    """Rule 3: round the named float tensors, and the float constants their readers take (a
+    dequantized constant weight included), to float16."""
     by_name = values_by_name(graph)
     taken = taken_names(graph)  # node names too: a translated FP16 model has Cast nodes of its own
-    rounded_constants: set[ir.Value] = set()
+    rounded: set[ir.Value] = set()
     count = 0
     for name in tensors:
         value = by_name.get(name)
-        if value is None or value.dtype not in FLOAT_TYPES or value.dtype == ir.DataType.FLOAT16:
+        if value is None or value in rounded or value.dtype not in FLOAT_TYPES \
+                or value.dtype == ir.DataType.FLOAT16:
             continue
-        readers = [use.node for use in value.uses()]
-        for reader in readers:
+        for reader in dict.fromkeys(use.node for use in value.uses()):
+            if is_qdq(reader):  # its scale and zero point are the quantizer's, not a layer's
+                continue
             for operand in reader.inputs:
-                if operand is not None and operand.const_value is not None \
-                        and operand not in rounded_constants:
+                if operand is None or operand in rounded:
+                    continue
+                if operand.const_value is not None:
                     _round_constant(operand)
-                    rounded_constants.add(operand)
+                    rounded.add(operand)
+                elif _dequantized_constant(operand) and operand.dtype == ir.DataType.FLOAT:
+                    _insert_round_trip(graph, operand, taken)
+                    rounded.add(operand)
         _insert_round_trip(graph, value, taken)
+        rounded.add(value)
         count += 1
     return count
+
+
+def _dequantized_constant(value: ir.Value) -> bool:
+    """A weight behind Q/DQ: DequantizeLinear of a constant, or of a QuantizeLinear of one."""
+    producer = value.producer()
+    if producer is None or producer.op_type != "DequantizeLinear":
+        return False
+    source = producer.inputs[0]
+    quantize = source.producer() if source is not None else None
+    if quantize is not None and quantize.op_type == "QuantizeLinear":
+        source = quantize.inputs[0]
+    return source is not None and source.const_value is not None
 
 
 def _round_constant(value: ir.Value) -> None:
