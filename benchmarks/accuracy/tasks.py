@@ -329,6 +329,45 @@ def ultraface(paths: dict[str, Path], calib: int, count: int) -> Task:
                                                        [faces(r) for r in ref]))
 
 
+# ---- YOLOv8n (NudeNet 320n: 18 body-part classes, faces among them) on photos with pasted faces -
+def yolov8(paths: dict[str, Path], calib: int, count: int) -> Task:
+    """Ultralytics YOLOv8n with its DFL box decode in the graph; boxes of every class scoring
+    above 0.25 after per-class NMS, as the package's own post-processing keeps them."""
+    calib_names, eval_names = _split_backgrounds()
+    face = _image(paths["astronaut"]).crop(FACE_BOX)
+
+    def sample(seed: int, backgrounds: list[Any]) -> Feeds:
+        rng = random.Random(seed)
+        photo = _crop(rng.choice(backgrounds), rng, 320, 320)
+        for _ in range(rng.randint(1, 3)):
+            w = rng.randint(30, 120)
+            pasted = face.resize((w, int(w * face.height / face.width)))
+            if rng.random() < 0.5:
+                pasted = pasted.transpose(0)  # mirror
+            photo.paste(pasted, (rng.randint(0, 320 - w), rng.randint(0, 320 - pasted.height)))
+        pixels = np.asarray(photo, np.float32) / 255.0  # RGB, as cv2's blob with swapRB
+        return {"images": np.ascontiguousarray(pixels.transpose(2, 0, 1))[None]}
+
+    def detections(out: Outputs) -> np.ndarray:
+        raw = out[0][0].T.astype(np.float64)  # (anchors, 4 box + classes)
+        scores, classes = raw[:, 4:].max(axis=1), raw[:, 4:].argmax(axis=1)
+        keep = scores > 0.25
+        centre, size = raw[keep, :2], raw[keep, 2:4]
+        boxes = np.concatenate([centre - size / 2, centre + size / 2], axis=1)
+        # Per-class NMS: boxes of different classes are offset apart so they never overlap;
+        # the offsets stay, so a box is only matched by one of its own class.
+        return nms(boxes + classes[keep, None] * 4096.0, scores[keep], 0.45)
+
+    calib_bg = _backgrounds(paths, calib_names)
+    eval_bg = _backgrounds(paths, eval_names)
+    return Task("YOLOv8n NudeNet 320n (pasted faces)", paths["yolov8n"],
+                [sample(i, calib_bg) for i in range(calib)],
+                [sample(6_000_000 + i, eval_bg) for i in range(count)], [None] * count,
+                "boxes kept %",
+                lambda outs, labels, ref: kept_percent([detections(o) for o in outs],
+                                                       [detections(r) for r in ref]))
+
+
 # ---- ddddocr's YOLOX-style character detector on photos with drawn characters ----------------
 def ddddocr_det(paths: dict[str, Path], calib: int, count: int) -> Task:
     from PIL import ImageDraw
@@ -522,6 +561,7 @@ TASKS: dict[str, Callable[[dict[str, Path], int, int], Task]] = {
     "mnist": mnist, "ppocr_cls": ppocr_cls, "ppocr_rec": ppocr_rec, "ppocr_det": ppocr_det,
     "ultraface": ultraface, "ddddocr_det": ddddocr_det, "ddddocr_rec": ddddocr_rec,
     "orientation": orientation,
+    "yolov8": yolov8,
     "layout": layout,
     "ppocr6_det": lambda paths, calib, count: ppocr_det(paths, calib, count, "ppocr6_det",
                                                         "PP-OCRv6 det small"),
