@@ -21,6 +21,8 @@ from typing import Any
 import onnx
 import onnx_ir as ir
 
+from qdqkit.core.qdq import WEIGHTED_OPS
+
 _KEEP_INITIALIZER_ELEMENTS = 64  # shape tensors and scalars keep their values (data propagation)
 # From this IR version on a function proto carries its own value types (as onnx-ir writes them).
 _FUNCTION_VALUE_INFO_IR_VERSION = 10
@@ -156,7 +158,6 @@ def _inference_bytes(model: ir.Model, *, stored_shapes: bool) -> bytes:
     return proto.SerializeToString()
 
 
-_WEIGHTED_OPS = frozenset({"Conv", "ConvTranspose", "Gemm", "MatMul"})
 
 
 def infer_value_types(model: ir.Model) -> ValueTypes:
@@ -172,7 +173,7 @@ def infer_value_types(model: ir.Model) -> ValueTypes:
     types = _infer(model, values, stored_shapes=True)
     if all(
         types.shape_of(node.outputs[0]) is not None
-        for node in model.graph if node.op_type in _WEIGHTED_OPS and node.outputs
+        for node in model.graph if node.op_type in WEIGHTED_OPS and node.outputs
     ):
         return types
     return _infer(model, values, stored_shapes=False)

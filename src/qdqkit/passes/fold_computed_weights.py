@@ -19,8 +19,8 @@ from qdqkit.core.activations import keep_only
 from qdqkit.core.constants import constant_derived_values, new_constant
 from qdqkit.core.errors import QdqkitError
 from qdqkit.core.numerics import make_session
+from qdqkit.core.qdq import WEIGHTED_OPS
 
-WEIGHTED_OPS = frozenset({"Conv", "ConvTranspose", "Gemm", "MatMul"})
 _STANDARD = frozenset({"", "ai.onnx"})
 
 

@@ -29,12 +29,10 @@ import onnx_ir as ir
 
 from qdqkit.core.lazy_proto import release_mapped_tensor
 from qdqkit.core.names import taken_names, unique_name
-from qdqkit.core.qdq import FLOAT_TYPES, is_qdq
+from qdqkit.core.qdq import FLOAT_TYPES, WEIGHTED_OPS, is_qdq
 from qdqkit.core.qdq_math import trt_requantize_weight
 from qdqkit.core.weights import output_channel_axis, weight_index
 from qdqkit.passes.insert_qdq import ActivationQdq, InsertQdq
-
-_WEIGHTED = frozenset({"Conv", "ConvTranspose", "Gemm", "MatMul"})
 
 
 class Source(enum.Enum):
@@ -61,7 +59,7 @@ def quantize_weights(graph: ir.Graph, scaled: set[str]) -> tuple[int, int]:
     done: set[ir.Value] = set()
     changed = 0
     for node in graph:
-        if node.op_type not in _WEIGHTED:
+        if node.op_type not in WEIGHTED_OPS:
             continue
         index = weight_index(node, lambda i: _is_initializer(node.inputs[i]))  # noqa: B023
         if index is None:
