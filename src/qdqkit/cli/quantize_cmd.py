@@ -38,8 +38,10 @@ def register(subparsers: Any) -> None:
     options.add_argument("--percentile", type=float, default=99.99,
                          help="percentile of |x| for --method percentile (default 99.99)")
     options.add_argument("--high-precision", default="fp16", choices=("fp16", "fp32"),
-                         help="TensorRT 11: type of the layers left out of INT8 (default fp16; "
-                         "nodes that would overflow stay fp32 and are listed)")
+                         help="type of the layers left out of INT8 (default fp16; nodes that "
+                         "would overflow stay fp32 and are listed): TensorRT 11 takes it from "
+                         "the model, TensorRT <= 10 from the build line (--fp16, with "
+                         "--layerPrecisions pins)")
     options.add_argument("--exclude", action="append", default=[], metavar="NAME",
                          help="keep float: a node name, a glob of names or an op type "
                          "(repeatable, or comma-separated)")
@@ -145,7 +147,9 @@ def render(result: Any) -> str:
         lines += ["", f"{len(plugins)} nodes left float and untouched:"]
         lines += [f"  {name}: {why}" for name, why in plugins[:_SHOWN]]
     if result.fp32_nodes:
-        lines += ["", f"{len(result.fp32_nodes)} nodes kept FP32 in the FP16 remainder:"]
+        where = ("in the FP16 remainder" if result.options["trt"] == "11"
+                 else "in the --fp16 build (pinned on the build line)")
+        lines += ["", f"{len(result.fp32_nodes)} nodes kept FP32 {where}:"]
         lines += [f"  {name}: {why}" for name, why in list(result.fp32_nodes.items())[:_SHOWN]]
     smoothed = result.calibration.get("smoothed") or []
     if smoothed:

@@ -68,7 +68,7 @@ class Float16Remainder(ir.passes.InPlacePass):
         _fp16_exact_scales(graph, taken)
         opset = model.opset_imports.get("", model.opset_imports.get("ai.onnx", 1))
         keep = {node: why for node in graph
-                if (why := self._fp32_reason(node) or _no_float16_kernel(node, opset)) is not None}
+                if (why := fp32_reason(node, self.ranges) or _no_float16_kernel(node, opset)) is not None}
         self.kept_fp32 = {node_label(n): why for n, why in keep.items()}
         float32_qdq = _float32_qdq(graph, taken, keep)
         casts: dict[tuple[ir.Value, ir.DataType], ir.Value] = {}
@@ -100,34 +100,36 @@ class Float16Remainder(ir.passes.InPlacePass):
                 graph.initializers.pop(name)
         return ir.passes.PassResult(model, modified=True)
 
-    def _fp32_reason(self, node: ir.Node) -> str | None:
-        if node.domain not in ("", "ai.onnx"):
-            return "a custom-domain (plugin) node keeps its own types"
-        if any(attr.type in (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS)
-               for attr in node.attributes.values()):
-            return "it holds subgraphs"
-        if node.op_type in _NORMALIZATIONS:
-            return f"{node.op_type}: sums of squares and normalizations overflow or lose FP16"
-        if node.op_type in _SUMS and node.inputs and node.inputs[0] is not None:
-            producer = node.inputs[0].producer()
-            if producer is not None and (producer.op_type == "Pow" or (
-                    producer.op_type == "Mul" and producer.inputs[0] is producer.inputs[1])):
-                return f"{node.op_type} of squares (a LayerNorm variance) overflows FP16"
-        statistics = _wide_statistics(node)
-        for index, value in enumerate([*node.inputs, *node.outputs]):
-            if value is None:
-                continue
-            if index in statistics:
-                continue  # rule 4: stays float32 while the node runs FP16
-            if value.const_value is not None and _dtype(value) == _F32:
-                array = value.const_value.numpy()
-                if array.size and float(np.max(np.abs(array))) > FP16_MAX:
-                    return f"constant '{value.name}' exceeds the FP16 range (65504)"
-            low, high = self.ranges.get(value.name or "", (0.0, 0.0))
-            if max(-low, high) > FP16_MAX:
-                return (f"tensor '{value.name}' reaches {max(-low, high):.6g} in calibration, "
-                        "beyond FP16's 65504")
-        return None
+def fp32_reason(node: ir.Node, ranges: Mapping[str, tuple[float, float]]) -> str | None:
+    """Why rule 1 keeps ``node`` FP32 (its op, its constants or its calibrated ``ranges``),
+    or None; the ONNX schema's type constraints are ``_no_float16_kernel``'s business."""
+    if node.domain not in ("", "ai.onnx"):
+        return "a custom-domain (plugin) node keeps its own types"
+    if any(attr.type in (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS)
+           for attr in node.attributes.values()):
+        return "it holds subgraphs"
+    if node.op_type in _NORMALIZATIONS:
+        return f"{node.op_type}: sums of squares and normalizations overflow or lose FP16"
+    if node.op_type in _SUMS and node.inputs and node.inputs[0] is not None:
+        producer = node.inputs[0].producer()
+        if producer is not None and (producer.op_type == "Pow" or (
+                producer.op_type == "Mul" and producer.inputs[0] is producer.inputs[1])):
+            return f"{node.op_type} of squares (a LayerNorm variance) overflows FP16"
+    statistics = _wide_statistics(node)
+    for index, value in enumerate([*node.inputs, *node.outputs]):
+        if value is None:
+            continue
+        if index in statistics:
+            continue  # rule 4: stays float32 while the node runs FP16
+        if value.const_value is not None and _dtype(value) == _F32:
+            array = value.const_value.numpy()
+            if array.size and float(np.max(np.abs(array))) > FP16_MAX:
+                return f"constant '{value.name}' exceeds the FP16 range (65504)"
+        low, high = ranges.get(value.name or "", (0.0, 0.0))
+        if max(-low, high) > FP16_MAX:
+            return (f"tensor '{value.name}' reaches {max(-low, high):.6g} in calibration, "
+                    "beyond FP16's 65504")
+    return None
 
 
 def _no_float16_kernel(node: ir.Node, opset: int) -> str | None:

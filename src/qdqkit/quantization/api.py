@@ -36,6 +36,7 @@ from qdqkit.linting import lint
 from qdqkit.quantization.by_output import SampleKeeper, choose_by_output
 from qdqkit.quantization.calibrate import calibrate_groups
 from qdqkit.quantization.fp16_watch import Fp16Watch, fp16_watch
+from qdqkit.quantization.fp32_pins import Fp32Pins, fp32_pins
 from qdqkit.quantization.prepare import (
     default_opset,
     refuse_quantized,
@@ -105,6 +106,8 @@ def quantize(
     warnings: list[str] = []
     proto = upgrade_opset(proto, where, in_place=True)  # ``proto`` is our own copy
     fp16 = trt == "11" and high_precision == "fp16" and target == "gpu"
+    # TensorRT <= 10 builds the float32 remainder with --fp16: what FP16 cannot hold is pinned.
+    pin = trt != "11" and high_precision == "fp16" and target == "gpu"
     if fp16 and default_opset(proto) < FP16_OPSET:
         try:
             proto = upgrade_opset(proto, where, FP16_OPSET, in_place=True)
@@ -132,7 +135,7 @@ def quantize(
     groups = {name: [v.name or "" for v in members] for name, members in placement.groups.items()}
     # The FP16 remainder needs the range of every float tensor the engine writes to memory.
     watch = fp16_watch(quantized, types, {n for members in groups.values() for n in members}
-                       ) if fp16 else Fp16Watch([])
+                       ) if fp16 or pin else Fp16Watch([])
     # ``auto`` keeps a few samples to choose each group's method by the output error.
     # Not for random data (its error means nothing) nor a model onnxruntime cannot run whole.
     by_output = method == "auto" and not calibration_data.is_random and not blocked
@@ -162,14 +165,15 @@ def quantize(
         raise QdqkitError(f"tensor '{missing[0]}' could not be calibrated; exclude its reader "
                           "with --exclude")
     judged_shapes = _data_shapes(quantized, calibration_data)
+    fp16_ranges = watch.ranges(calibrated.ranges, {
+        t.tensor: (t.minimum, t.maximum) for t in calibrated.tensors})
     settled = settle(
         proto, (quantized, placement, blocked),
         lambda fresh, kept: plan_placement(fresh, target=target, exclude=exclude, blocked=kept,
                                            types=types),
         {name: scales[group] for group, members in groups.items() for name in members},
         per_tensor_weights=per_tensor_weights,
-        fp16_ranges=watch.ranges(calibrated.ranges, {
-            t.tensor: (t.minimum, t.maximum) for t in calibrated.tensors}) if fp16 else None,
+        fp16_ranges=fp16_ranges if fp16 else None,
         trt=trt, target=target,
         shapes=judged_shapes, judge=not keep_unpaid)
     # Only the nodes onnxruntime cannot run stay "float and untouched"; the ones settle kept
@@ -177,6 +181,9 @@ def quantize(
     untouched = {node_label(n) for n in blocked}
     quantized, placement, blocked = settled.model, settled.placement, settled.blocked
     fp32_nodes = settled.fp32_nodes
+    pins = fp32_pins(quantized, fp16_ranges, trt, types) if pin else Fp32Pins()
+    if pin:
+        fp32_nodes = pins.reasons
     kept = set(placement.observed_tensors())
     if calibration_data.is_random:
         warnings.append("calibrated on random data: the scales are meaningless for accuracy; "
@@ -189,7 +196,7 @@ def quantize(
                 "deploy")
     options = {
         "method": method, "percentile": percentile, "trt": trt, "target": target,
-        "high_precision": high_precision if trt == "11" else "fp16 (--fp16 builder flag)",
+        "high_precision": high_precision,
         "float_remainder": "fp16" if fp16 else "fp32", "exclude": list(exclude),
         "per_tensor_weights": per_tensor_weights, "keep_unpaid": keep_unpaid,
         "batch": calibration_data.batch,
@@ -222,7 +229,8 @@ def quantize(
                      if (label := node_label(n)) in untouched},
         fp32_nodes=fp32_nodes, engine=linted.summary, lint_errors=linted.errors,
         lint_warnings=lint_warnings,
-        trtexec=trtexec_line(out_path or Path("model_int8.onnx"), trt, target),
+        trtexec=trtexec_line(out_path or Path("model_int8.onnx"), trt, target,
+                             high_precision=high_precision, pins=pins),
         seconds=0.0, warnings=warnings, model=quantized,
     )
     if out_path is not None:
@@ -246,7 +254,10 @@ def report_path(output: Path) -> Path:
     return output.with_name(output.stem + ".quant.json")
 
 
-def trtexec_line(output: Path, trt: str, target: str) -> str:
+def trtexec_line(output: Path, trt: str, target: str, *, high_precision: str = "fp16",
+                 pins: Fp32Pins | None = None) -> str:
+    """The build line: TensorRT 11 takes the model's own types; TensorRT <= 10 builds
+    ``--int8`` plus ``--fp16`` for an FP16 remainder, with the FP32 pins (``fp32_pins``)."""
     if target == "dla":
         folder = output.with_name(output.stem + "_dla")
         base = folder / output.stem
@@ -258,7 +269,10 @@ def trtexec_line(output: Path, trt: str, target: str) -> str:
                 f"--layerPrecisions=$(cat {base}_precision_config_layer_arg.txt)")
     if trt == "11":
         return f"trtexec --onnx={output}"
-    return f"trtexec --onnx={output} --int8 --fp16"
+    flags = ["--int8"]
+    if high_precision == "fp16":
+        flags += ["--fp16", *(pins.flags() if pins is not None else [])]
+    return " ".join([f"trtexec --onnx={output}", *flags])
 
 
 def _load(
