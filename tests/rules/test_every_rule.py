@@ -55,7 +55,7 @@ class ResNet:
         return set(lint(ir.serde.deserialize_model(resnet18_qdq(self.variant))).codes())
 
 
-Subject = Model | Engine | ResNet
+Subject = Any  # Model, Engine, ResNet or Proto: anything with codes()
 
 
 # ---------------------------------------------------------------- weighted ops
@@ -272,6 +272,70 @@ def _scale(runtime: bool) -> Model:
     return Model(g)
 
 
+@dataclass
+class Proto:
+    """A hand-made ModelProto to lint (types GraphBuilder does not spell: FP8, INT4)."""
+
+    model: Any
+    options: dict[str, Any] = field(default_factory=dict)
+
+    def lint(self) -> Any:
+        import onnx_ir as ir
+
+        return lint(ir.from_proto(self.model), **self.options)
+
+    def codes(self) -> set[str]:
+        return set(self.lint().codes())
+
+
+def _typed_qdq(kind: str, **options: Any) -> Proto:
+    """A conv with activation and weight Q/DQ in ``kind`` ("int8", "fp8", "int16"), or
+    (``kind="int4"``) a MatMul whose constant weight is blocked INT4 behind a DQ and whose
+    activation is float: weight-only quantization; ``"int4-activation"`` quantizes the activation
+    to INT4 instead."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    nodes: list[Any] = []
+    inits: list[Any] = []
+    if kind.startswith("int4"):
+        w = np.clip(np.rint(rng.normal(0, 3, (64, 32))), -8, 7).astype(np.int8)
+        inits += [helper.make_tensor("wq", TensorProto.INT4, [64, 32], w.reshape(-1).tolist()),
+                  numpy_helper.from_array(np.full((2, 32), 0.02, np.float32), "ws"),
+                  numpy_helper.from_array(np.float32(0.05), "s"),
+                  helper.make_tensor("zp4", TensorProto.INT4, [], [0])]
+        x = "x"
+        if kind == "int4-activation":
+            nodes += [helper.make_node("QuantizeLinear", ["x", "s", "zp4"], ["xq"], name="x_Q"),
+                      helper.make_node("DequantizeLinear", ["xq", "s", "zp4"], ["xd"],
+                                       name="x_DQ")]
+            x = "xd"
+        nodes += [helper.make_node("DequantizeLinear", ["wq", "ws"], ["wd"], name="w_DQ", axis=0,
+                                   block_size=32),
+                  helper.make_node("MatMul", [x, "wd"], ["y"], name="mm")]
+        shapes, opset = ([1, 64], [1, 32]), 21
+    else:
+        zp_type = {"int8": TensorProto.INT8, "fp8": TensorProto.FLOAT8E4M3FN,
+                   "int16": TensorProto.INT16}[kind]
+        w = rng.normal(0, 0.1, (32, 32, 3, 3)).astype(np.float32)
+        inits += [numpy_helper.from_array(np.float32(0.05), "s"),
+                  numpy_helper.from_array(np.float32(0.01), "ws"), numpy_helper.from_array(w, "w"),
+                  helper.make_tensor("zp", zp_type, [], [0])]
+        nodes += [helper.make_node("QuantizeLinear", ["x", "s", "zp"], ["xq"], name="x_Q"),
+                  helper.make_node("DequantizeLinear", ["xq", "s", "zp"], ["xd"], name="x_DQ"),
+                  helper.make_node("QuantizeLinear", ["w", "ws", "zp"], ["wq"], name="w_Q"),
+                  helper.make_node("DequantizeLinear", ["wq", "ws", "zp"], ["wd"], name="w_DQ"),
+                  helper.make_node("Conv", ["xd", "wd"], ["y"], name="conv", pads=[1] * 4)]
+        shapes, opset = ([1, 32, 8, 8], [1, 32, 8, 8]), 19
+    graph = helper.make_graph(
+        nodes, kind, [helper.make_tensor_value_info("x", TensorProto.FLOAT, shapes[0])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, shapes[1])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    onnx.checker.check_model(model)
+    return Proto(model, options)
+
+
 # ---------------------------------------------------------------- model level and targets
 def _float_model(quantized: bool) -> Model:
     g = GraphBuilder()
@@ -385,6 +449,8 @@ TRIGGER_AND_CLEAN: dict[str, tuple[Callable[[], Subject], Callable[[], Subject]]
     "QDQ407": (lambda: _standalone_q(False), lambda: _standalone_q(True)),
     "QDQ408": (lambda: _scale(True), lambda: _scale(False)),
     "QDQ409": (lambda: _bias("q-dq"), lambda: _bias("float")),
+    "QDQ410": (lambda: _typed_qdq("fp8", trt="8.6"), lambda: _typed_qdq("fp8", trt="10")),
+    "QDQ411": (lambda: _typed_qdq("fp8", trt="10"), lambda: _typed_qdq("int8", trt="10")),
     "QDQ501": (lambda: _float_model(False), lambda: _float_model(True)),
     "QDQ509": (lambda: ResNet("qat"), lambda: ResNet("qat-residual")),
     "QDQ502": (lambda: _plugin(True), lambda: _plugin(False)),
@@ -439,3 +505,26 @@ def test_a_batchnorm_after_a_conv_act_pool_chain_is_not_its_epilogue(
     y = g.bn(g.qdq(y, 0.2, name="b"), 32, name="bn2")
     g.output(g.conv(g.qdq(g.node("Relu", [y], name="relu2"), 0.3), 32, 32, name="next"))
     assert Model(g).codes() & {"QDQ103", "QDQ104"} == expected
+
+
+@pytest.mark.parametrize("kind,options,code", [
+    ("int4", {"trt": "8.6"}, "QDQ410"), ("int4", {"trt": "10", "target": "dla"}, "QDQ410"),
+    ("int4-activation", {"trt": "10"}, "QDQ410"), ("int16", {"trt": "11"}, "QDQ410"),
+    ("fp8", {"trt": "11"}, "QDQ411"), ("int4", {"trt": "10"}, "QDQ411")])
+def test_other_qdq_types_are_named_by_what_tensorrt_builds(
+        kind: str, options: dict[str, Any], code: str) -> None:
+    result = _typed_qdq(kind, **options).lint()
+    codes = set(result.codes())
+    assert code in codes
+    if kind == "int4-activation":  # the activation cannot be INT4; the weight can
+        assert {n for f in result.findings("QDQ410") for n in f.nodes} == {"x_Q", "x_DQ"}
+        assert [f.nodes for f in result.findings("QDQ411")] == [["w_DQ"]]
+    # Nothing claims they are INT8 gone wrong: not half-quantized, not INT8 Reformats, and no
+    # INT8-against-FP16 timing of layers predicted in float.
+    assert not codes & {"QDQ101", "QDQ407", "QDQ509"}
+
+
+def test_a_weight_only_int4_gemm_is_named_as_such() -> None:
+    (finding,) = _typed_qdq("int4", trt="10").lint().findings("QDQ411")
+    assert "weight-only" in finding.message and "'mm'" in finding.message
+    assert finding.nodes == ["w_DQ"] and finding.tensors == ["wq"]

@@ -88,7 +88,7 @@ def render(result: Any) -> str:
             [
                 w.name,
                 w.op_type,
-                "INT8" if w.quantized else "float",
+                w.runs,
                 "DQ" if w.activation_quantized else "float",
                 w.weight_style,
                 w.weight_granularity,

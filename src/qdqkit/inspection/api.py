@@ -166,7 +166,7 @@ def inspect_model(
     types = infer_value_types(model)
     weighted = [_weighted_info(view, node, types) for node in view.weighted_nodes]
     total = sum(w.macs for w in weighted if w.macs)
-    int8 = sum(w.macs for w in weighted if w.macs and w.quantized)
+    int8 = sum(w.macs for w in weighted if w.macs and w.runs == "INT8")
     opsets = {(k or "ai.onnx"): v for k, v in sorted(model.opset_imports.items())}
     return InspectResult(
         path=path,
@@ -242,12 +242,36 @@ def _weighted_info(view: QdqView, node: ir.Node, types: ValueTypes) -> WeightedO
         w_shape = None
         if not ref.path and ref.source.shape is not None:
             w_shape = tuple(d if isinstance(d, int) else 1 for d in ref.source.shape)
+    quantized = bool(act_q and ref is not None and ref.quantized)
+    act_value = node.inputs[a_index] if act_q and a_index is not None else None
+    act_dq = act_value.producer() if act_value is not None else None
+    act_type = _type_label(view.params(act_dq)) if act_dq is not None else None
+    weight_type = _type_label(ref.params) if ref is not None and ref.quantized else None
+    if quantized and act_type == weight_type:
+        runs = act_type or "float"
+    elif quantized:
+        runs = f"{act_type} x {weight_type} weight"
+    else:
+        runs = f"float ({weight_type} weight)" if weight_type and not act_q else "float"
     return WeightedOpInfo(
         name=node_label(node),
         op_type=node.op_type,
-        quantized=bool(act_q and ref is not None and ref.quantized),
+        quantized=quantized,
         activation_quantized=act_q,
         weight_style=style,
         weight_granularity=gran,
         macs=macs_of(node, w_shape, shape_of=types.shape_of),
+        runs=runs,
     )
+
+
+_TYPE_LABELS = {"int8": "INT8", "uint8": "INT8", "int4": "INT4", "uint4": "UINT4",
+                "float8e4m3fn": "FP8", "float8e5m2": "FP8 (E5M2)", "float4e2m1": "FP4"}
+
+
+def _type_label(params: QuantParams | None) -> str | None:
+    """INT8, FP8, INT4 or FP4 as TensorRT names them; None when unknown."""
+    if params is None:
+        return None
+    name = dtype_label(params.quant_dtype)
+    return _TYPE_LABELS.get(name, name.upper())

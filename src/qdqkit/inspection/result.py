@@ -14,6 +14,8 @@ class WeightedOpInfo:
     weight_style: str  # "q-dq", "dq-only", "float", "computed"
     weight_granularity: str  # "per-channel(axis=0)", "per-tensor", "-"
     macs: int | None
+    # What the op computes in: "INT8", "FP8", "float", "float (INT4 weight)" (weight-only)...
+    runs: str = "float"
 
 
 @dataclass

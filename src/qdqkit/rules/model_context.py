@@ -9,7 +9,7 @@ from functools import cached_property
 import onnx_ir as ir
 
 from qdqkit.core.constants import constant_array
-from qdqkit.core.qdq import QdqView, is_dequantize, is_quantize, node_label
+from qdqkit.core.qdq import INT8_TYPES, QdqView, is_dequantize, is_quantize, node_label
 from qdqkit.core.text import plural
 from qdqkit.rules import Finding, rule
 from qdqkit.trt.cost_model import LatencyComparison
@@ -230,6 +230,27 @@ class LintContext:
     def is_constant(self, value: ir.Value | None) -> bool:
         return self.prediction.facts.is_constant(value)
 
+    def is_constant_input(self, qdq: ir.Node) -> bool:
+        """Whether a Q/DQ reads a constant (a folded DQ dequantizes a weight, whatever its input
+        looks like)."""
+        return ((qdq in self.prediction.facts.folded_nodes and is_dequantize(qdq))
+                or self.is_constant(qdq.inputs[0]))
+
+    @cached_property
+    def other_type_qdq(self) -> list[ir.Node]:
+        """The Q/DQ nodes quantizing to another type than INT8 (FP8, INT4, FP4...), in order;
+        a DQ of a constant bias (int32, as onnxruntime writes it) is not one: QDQ409 names it."""
+        view = self.view
+        found = []
+        for node in (*view.quantize_nodes, *view.dequantize_nodes):
+            params = view.params(node)
+            if params is None or params.quant_dtype in INT8_TYPES:
+                continue
+            if is_dequantize(node) and self.is_constant_input(node) and _bias_only(node):
+                continue
+            found.append(node)
+        return found
+
     def activation_quantizers(self, value: ir.Value) -> list[ir.Node]:
         return [u.node for u in value.uses() if is_quantize(u.node) and u.idx == 0]
 
@@ -251,3 +272,10 @@ class LintContext:
             text += ", ..." if len(layers) > 3 else ""
             text += ")"
         return f"{text}; {tail}" if tail else text
+
+
+def _bias_only(dq: ir.Node) -> bool:
+    """Whether every reader of the DQ's output reads it as a Conv/ConvTranspose/Gemm bias."""
+    uses = dq.outputs[0].uses()
+    return bool(uses) and all(
+        use.node.op_type in ("Conv", "ConvTranspose", "Gemm") and use.idx == 2 for use in uses)

@@ -1,7 +1,8 @@
 """QDQ101, QDQ102, QDQ403: how a weighted op's activation and weight are quantized (D1, C1, D7).
 
 1. QDQ101: exactly one of the activation (through DQ, usable by TensorRT) and the weight is INT8:
-   the op runs float and the DQ in front of it becomes a Reformat.
+   the op runs float and the DQ in front of it becomes a Reformat. A weight in another type
+   (FP8, INT4, FP4: a weight-only INT4 GEMM is intended) is QDQ410/QDQ411's.
 2. QDQ102: in a quantized model, a weighted op with neither side quantized runs float. Not
    reported where INT8 would not pay: its input comes from a layer that cannot write INT8 (a
    float layer, or an INT8 conv whose fused residual input is float, C3), so its Q would be a
@@ -88,7 +89,7 @@ fix: Fix | None = replace_by_placement
 
 
 def check(ctx: LintContext) -> Iterator[Finding]:
-    from qdqkit.core.qdq import node_label
+    from qdqkit.core.qdq import INT8_TYPES, node_label
     from qdqkit.rules.model_context import module_label
 
     prediction = ctx.prediction
@@ -111,6 +112,8 @@ def check(ctx: LintContext) -> Iterator[Finding]:
                                   tensors=[ref.source.name or ""], cost="accuracy, not speed")
         # A DQ that TensorRT cannot use (zero point, per-channel) is reported by QDQ401/QDQ402.
         act_dq = ctx.dq_of(activation) is not None
+        if ref.params is not None and ref.params.quant_dtype not in INT8_TYPES:
+            continue  # FP8/INT4/FP4 weights (weight-only GEMMs among them): QDQ410/QDQ411
         if act_int8 != ref.quantized and not (act_dq and not act_int8):
             half = ("the weight is quantized but the activation "
                     f"'{activation.name if activation else '?'}' is float"

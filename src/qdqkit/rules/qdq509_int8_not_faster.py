@@ -1,7 +1,9 @@
 """QDQ509: the Q/DQ model is predicted no faster than the same model built FP16.
 
 Both engines are timed by the latency cost model (``trt.cost_model``) on the ``--gpu`` of the
-run; the finding names the layers that cost the most and the time spent in Reformats.
+run; the finding names the layers that cost the most and the time spent in Reformats. Not
+reported for a model with Q/DQ in other types than INT8: their layers are predicted in float
+(QDQ411), so the comparison would time an engine TensorRT does not build.
 """
 
 from __future__ import annotations
@@ -49,6 +51,8 @@ def check(ctx: LintContext) -> Iterator[Finding]:
     latency = ctx.latency
     if latency is None or ctx.view.qdq_count == 0 or latency.speedup > 1.0:
         return
+    if ctx.other_type_qdq:
+        return  # FP8/INT4/FP4 layers are predicted float (QDQ411): the timing says nothing
     as_is, fp16 = latency.as_is, latency.fp16
     reformat_ms = sum(t.time_ms for t in as_is.layers if t.kind == "Reformat")
     costliest = as_is.costliest(_NAMED)
