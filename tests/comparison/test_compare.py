@@ -362,3 +362,44 @@ def test_a_report_name_that_is_not_html_is_refused_before_any_run(
     assert code == 2
     assert "the report is HTML; choose a .html file name" in capsys.readouterr().err
     assert not (tmp_path / "report").exists()
+
+
+def _fp8_conv(tmp: Path) -> tuple[Path, Path]:
+    """A conv, float and with FP8 (E4M3) Q/DQ on its activation and weight (opset 19)."""
+    from onnx import TensorProto, numpy_helper
+
+    weight = np.random.default_rng(0).normal(0, 0.1, (8, 3, 3, 3)).astype(np.float32)
+
+    def save(name: str, quantized: bool) -> Path:
+        inits = [numpy_helper.from_array(weight, "w")]
+        nodes = [helper.make_node("Conv", ["xd" if quantized else "x", "wd" if quantized else "w"],
+                                  ["y"], name="conv", pads=[1] * 4)]
+        if quantized:
+            inits += [numpy_helper.from_array(np.float32(1 / 448), "s"),
+                      numpy_helper.from_array(np.float32(0.3 / 448), "ws"),
+                      helper.make_tensor("zp", TensorProto.FLOAT8E4M3FN, [], [0.0])]
+            nodes[:0] = [
+                helper.make_node("QuantizeLinear", ["x", "s", "zp"], ["xq"], name="x_Q"),
+                helper.make_node("DequantizeLinear", ["xq", "s", "zp"], ["xd"], name="x_DQ"),
+                helper.make_node("QuantizeLinear", ["w", "ws", "zp"], ["wq"], name="w_Q"),
+                helper.make_node("DequantizeLinear", ["wq", "ws", "zp"], ["wd"], name="w_DQ")]
+        graph = helper.make_graph(
+            nodes, name, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 16, 16])],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 16, 16])], inits)
+        path = tmp / f"{name}.onnx"
+        onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)]), path)
+        return path
+
+    return save("float", False), save("fp8", True)
+
+
+def test_fp8_qdq_is_emulated_as_onnxruntime_runs_it(tmp_path: Path) -> None:
+    fpath, qpath = _fp8_conv(tmp_path)
+    result = compare(fpath, qpath, _data(tmp_path), what_if=0, progress=False)
+    (conv,) = [n for n in result.nodes if n.name == "conv"]
+    # One layer on the network input: the layer-wise view (qdqkit's FP8 rounding in numpy) must
+    # equal the end-to-end view (onnxruntime executing the FP8 Q/DQ).
+    assert conv.local is not None and result.output_snr_db is not None
+    assert conv.local.snr_db == pytest.approx(result.output_snr_db, abs=0.05)
+    assert 20 < result.output_snr_db < 40  # 3 mantissa bits: ~30 dB, far from int8 or float
+    assert conv.weights and 25 < conv.weights[0].snr_db < 40

@@ -69,6 +69,19 @@ def test_params_reproduce_the_spec_outputs(case: str) -> None:
         np.testing.assert_array_equal(got.astype(np.int64), expected.astype(np.int64))
 
 
+@pytest.mark.parametrize("case", ["test_quantizelinear_e4m3fn", "test_quantizelinear_e5m2"])
+def test_float8_quantization_reproduces_the_spec_outputs(case: str) -> None:
+    # Saturating to the largest finite value, rounding to nearest even in the cast.
+    model, (x,), expected = _load_case(case)
+    params = QdqView(model.graph).params(next(iter(model.graph)))
+    assert params is not None
+    got = quantize(x, params)
+    assert got.dtype == expected.dtype
+    np.testing.assert_array_equal(got.astype(np.float32), expected.astype(np.float32))
+    np.testing.assert_array_equal(dequantize(got, params),
+                                  expected.astype(np.float32) * params.scale.astype(np.float32))
+
+
 def test_axis_and_block_are_read() -> None:
     model, _, _ = _load_case("test_dequantizelinear_blocked")
     node = next(iter(model.graph))

@@ -71,11 +71,19 @@ def _flat32(array: np.ndarray) -> np.ndarray:
 class Quantization:
     """Clipped and saturated counts of one quantized tensor, and its fake-quantized values."""
 
-    __slots__ = ("clipped", "count", "high", "low", "params", "saturated", "scale", "zero")
+    __slots__ = ("clipped", "count", "high", "integer", "low", "params", "saturated", "scale",
+                 "zero")
 
     def __init__(self, params: QuantParams) -> None:
         self.params = params
-        self.low, self.high = quant_range(params.quant_dtype)
+        low, high = quant_range(params.quant_dtype)
+        self.low, self.high = float(low), float(high)
+        if self.low == self.high:  # FP8/FP4: the float type saturates at its largest finite value
+            import ml_dtypes  # onnx's own dependency: the float8/float4 numpy types
+
+            largest = float(ml_dtypes.finfo(params.quant_dtype.numpy()).max)
+            self.low, self.high = -largest, largest
+        self.integer = params.quant_dtype.numpy().kind in "iu"
         self.count = self.clipped = self.saturated = 0
         self.scale = np.float32(params.scalar_scale) if not params.per_channel else None
         zp = params.zero_point
@@ -85,6 +93,10 @@ class Quantization:
         """``DQ(Q(x))`` in float32, counting clipped and saturated values on the way."""
         values = np.asarray(x, dtype=np.float32)
         self.count += values.size
+        if not self.integer:  # rounding to the float grid: the spec's arithmetic (qdq_math)
+            scale = self.scale if self.scale is not None else _channel(self.params, values)
+            self._count_ends(values / scale, None)
+            return dequantize(quantize(values, self.params), self.params).astype(np.float32)
         if self.scale is None:  # per-channel activations: the spec's arithmetic, done generally
             rounded = np.rint(values / _channel(self.params, values)) if values.size else values
             q = quantize(values, self.params).astype(np.float32)

@@ -8,6 +8,7 @@ blocked parameters are broadcast the way the spec says.
 from __future__ import annotations
 
 import numpy as np
+import onnx_ir as ir
 
 from qdqkit.core.qdq import QuantParams, quant_range
 
@@ -42,13 +43,26 @@ def dequantize(
     return (values * scale).astype(out_dtype)
 
 
+_FLOAT_QUANT_TYPES = frozenset({
+    ir.DataType.FLOAT8E4M3FN, ir.DataType.FLOAT8E4M3FNUZ, ir.DataType.FLOAT8E5M2,
+    ir.DataType.FLOAT8E5M2FNUZ, ir.DataType.FLOAT4E2M1})
+
+
 def quantize(x: np.ndarray, params: QuantParams) -> np.ndarray:
-    """Round half to even, add the zero point, saturate to the integer type's range."""
+    """Round half to even, add the zero point, saturate to the integer type's range; a float
+    type (FP8, FP4) saturates to its largest finite value and rounds to nearest even in the cast,
+    as QuantizeLinear's default ``saturate=1`` does (its zero point is 0 by the spec)."""
     lo, hi = quant_range(params.quant_dtype)
-    if lo == hi:
-        raise ValueError(f"quantize: {params.quant_dtype.name} is not an integer type")
     xf = np.asarray(x).astype(np.float32)
     scale = _broadcast(params.scale.astype(np.float32), xf.shape, params)
+    if lo == hi:
+        if params.quant_dtype not in _FLOAT_QUANT_TYPES:
+            raise ValueError(f"quantize: {params.quant_dtype.name} is not a quantized type")
+        target = params.quant_dtype.numpy()
+        import ml_dtypes  # onnx's own dependency: the float8/float4 numpy types
+
+        largest = float(ml_dtypes.finfo(target).max)
+        return np.clip(xf / scale, -largest, largest).astype(target)
     q = np.rint(xf / scale)
     if params.zero_point is not None:
         q = q + _broadcast(np.asarray(params.zero_point).astype(np.float32), xf.shape, params)
