@@ -298,19 +298,28 @@ def ppocr_det(paths: dict[str, Path], calib: int, count: int, key: str = "ppocr_
 FACE_BOX = (165, 45, 285, 190)  # the astronaut's face in skimage's astronaut.png, with margin
 
 
+def _with_faces(face: Any, seed: int, backgrounds: list[Any], size: tuple[int, int],
+                widths: tuple[int, int]) -> Any:
+    """A crop of one of ``backgrounds`` at ``size`` with 1-3 copies of ``face`` pasted in, each
+    ``widths`` wide and mirrored half the time; the same ``seed`` gives the same picture."""
+    rng = random.Random(seed)
+    width, height = size
+    photo = _crop(rng.choice(backgrounds), rng, width, height)
+    for _ in range(rng.randint(1, 3)):
+        w = rng.randint(*widths)
+        pasted = face.resize((w, int(w * face.height / face.width)))
+        if rng.random() < 0.5:
+            pasted = pasted.transpose(0)  # mirror
+        photo.paste(pasted, (rng.randint(0, width - w), rng.randint(0, height - pasted.height)))
+    return photo
+
+
 def ultraface(paths: dict[str, Path], calib: int, count: int) -> Task:
     calib_names, eval_names = _split_backgrounds()
     face = _image(paths["astronaut"]).crop(FACE_BOX)
 
     def sample(seed: int, backgrounds: list[Any]) -> Feeds:
-        rng = random.Random(seed)
-        photo = _crop(rng.choice(backgrounds), rng, 640, 480)
-        for _ in range(rng.randint(1, 3)):
-            w = rng.randint(50, 180)
-            pasted = face.resize((w, int(w * face.height / face.width)))
-            if rng.random() < 0.5:
-                pasted = pasted.transpose(0)  # mirror
-            photo.paste(pasted, (rng.randint(0, 640 - w), rng.randint(0, 480 - pasted.height)))
+        photo = _with_faces(face, seed, backgrounds, (640, 480), (50, 180))
         pixels = np.asarray(photo.resize((320, 240)), np.float32)
         return {"input": ((pixels - 127.0) / 128.0).transpose(2, 0, 1)[None]}
 
@@ -337,14 +346,7 @@ def yolov8(paths: dict[str, Path], calib: int, count: int) -> Task:
     face = _image(paths["astronaut"]).crop(FACE_BOX)
 
     def sample(seed: int, backgrounds: list[Any]) -> Feeds:
-        rng = random.Random(seed)
-        photo = _crop(rng.choice(backgrounds), rng, 320, 320)
-        for _ in range(rng.randint(1, 3)):
-            w = rng.randint(30, 120)
-            pasted = face.resize((w, int(w * face.height / face.width)))
-            if rng.random() < 0.5:
-                pasted = pasted.transpose(0)  # mirror
-            photo.paste(pasted, (rng.randint(0, 320 - w), rng.randint(0, 320 - pasted.height)))
+        photo = _with_faces(face, seed, backgrounds, (320, 320), (30, 120))
         pixels = np.asarray(photo, np.float32) / 255.0  # RGB, as cv2's blob with swapRB
         return {"images": np.ascontiguousarray(pixels.transpose(2, 0, 1))[None]}
 
