@@ -5,9 +5,10 @@
 Builds pytorch-quantization-style residual Q/DQ stacks (activation scales in Constant nodes, float
 weights -> Q -> DQ per channel, Conv -> BatchNormalization -> Relu, residual Add, 16 channels) at
 five sizes from about 5k to 40k nodes. Each size is translated ``--runs`` times in a fresh process,
-sizes interleaved so a burst of load on the machine spreads over all of them, and the median is
-kept. Every figure is printed next to a baseline measured in the same run: plain ``onnx.load`` +
-``onnx.save`` of the same file, in a fresh process too.
+sizes interleaved so a burst of load on the machine spreads over all of them; per size the least
+CPU time and the median wall time and memory are kept (see ``scaling``). Every figure is printed
+next to a baseline measured in the same run: plain ``onnx.load`` + ``onnx.save`` of the same file,
+in a fresh process too.
 
 Checks (the exit status is 1 when one fails, and the failing check says so):
 1. linear time: translate's CPU time per node at every size is within ``--bound`` (1.1x) of its
@@ -201,7 +202,7 @@ def digest(folder: Path) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--runs", type=int, default=3, help="runs per size (median kept)")
+    parser.add_argument("--runs", type=int, default=3, help="runs per size (least CPU time kept)")
     parser.add_argument("--bound", type=float, default=1.1,
                         help="largest allowed growth of time and memory per node")
     parser.add_argument("--wide", action="store_true", help="also the 300 MB-weight model")
@@ -220,8 +221,8 @@ def main() -> int:
                 bases[blocks].append(measure("baseline", path, tmp / f"base_{blocks}_{i}"))
                 runs[blocks].append(measure("translate", path, tmp / f"out_{blocks}_{i}"))
 
-        print(f"translate, median of {args.runs} runs per size (in-process time after imports; "
-              "baseline: onnx load+save of the same file)")
+        print(f"translate, {args.runs} runs per size (wall time and memory: median; CPU time: "
+              "least; baseline: onnx load+save of the same file)")
         points = size_points(sizes, runs, bases)
         for blocks, p in zip(sizes, points, strict=True):
             same = len({digest(tmp / f"out_{blocks}_{i}") for i in range(args.runs)}) == 1

@@ -59,3 +59,27 @@ def plugin_model() -> onnx.ModelProto:
     g.output(g.node("Relu", [n], name="after_nms", out="m"))
     g.output(g.node("Neg", [r], name="neg", out="z"))
     return g.proto()
+
+
+LSTM_HIDDEN = 6
+
+
+def lstm_state_model(*, gain: bool = True, batch: int | str = "batch") -> onnx.ModelProto:
+    """Silero VAD's inputs in small: x[batch, 8] and state[2, batch, 6] (a bidirectional LSTM's
+    initial_h, batched on axis 1) -> Y_h[2, batch, 6], times a scalar gain[] when ``gain``."""
+    g = GraphBuilder("lstm", opset=17)
+    rng = np.random.default_rng(0)
+    hidden = LSTM_HIDDEN
+    w = g.const(rng.normal(scale=0.5, size=(2, 4 * hidden, 8)).astype(np.float32), "w")
+    r = g.const(rng.normal(scale=0.5, size=(2, 4 * hidden, hidden)).astype(np.float32), "r")
+    x = g.input("x", [batch, 8])
+    state = g.input("state", [2, batch, hidden])
+    seq = g.node("Unsqueeze", [x, g.const(np.array([0], np.int64), "axes")], name="seq",
+                 out="seq")
+    g.node("LSTM", [seq, w, r, "", "", state], name="lstm", out="lstm_y", outputs=2,
+           direction="bidirectional", hidden_size=hidden)
+    if gain:
+        g.output(g.node("Mul", ["lstm_y1", g.input("gain", [])], name="mul", out="y"))
+    else:
+        g.output("lstm_y1")
+    return g.proto()

@@ -78,6 +78,8 @@ def test_runner_errors_are_one_line() -> None:
     with pytest.raises(QdqkitError) as info:
         run(session, {"x": np.zeros((1, 5, 8, 8), np.float32)})
     assert "\n" not in str(info.value)
+    # onnxruntime puts which axis is wrong on a later line: it must survive the joining.
+    assert "following indices; index: 1 Got: 5 Expected: 3" in str(info.value)
 
 
 def test_progress_draws_only_when_enabled(capsys) -> None:  # type: ignore[no-untyped-def]

@@ -75,3 +75,30 @@ def weight_key(name: str) -> str | None:
     """The convolution weight a fused layer name starts with: stable across the QAT exports."""
     first = name.split(" + ")[0]
     return first if first.endswith(".weight") else None
+
+
+# NVIDIA's trt-engine-explorer test and notebook exports (tests/fixtures/NOTICE.md): MobileNet-v2
+# QAT built twice (TensorRT 8.x, detailed), and a names-only detector export with Myelin layers.
+MOBILENET = Path(__file__).resolve().parent.parent / "fixtures" / "trex-mobilenet"
+MOBILENET_STEMS = {"plain": "mobilenet.qat", "residuals": "mobilenet_v2_residuals.qat"}
+NAMES_ONLY_GRAPH = MOBILENET / "names-only" / "layer_info.json"
+NAMES_ONLY_PROFILE = MOBILENET / "names-only" / "profile.json"
+
+
+def mobilenet_graph(variant: str) -> Path:
+    return MOBILENET / f"{MOBILENET_STEMS[variant]}.onnx.engine.graph.json"
+
+
+def mobilenet_profile(variant: str) -> Path:
+    return MOBILENET / f"{MOBILENET_STEMS[variant]}.onnx.engine.profile.json"
+
+
+def raw_layer_names(graph: Path) -> list[str]:
+    """Layer names of a detailed (objects) or names-only (strings) export."""
+    layers = json.loads(graph.read_text())["Layers"]
+    return [layer if isinstance(layer, str) else layer["Name"] for layer in layers]
+
+
+def raw_records(profile: Path) -> list[dict[str, Any]]:
+    """The per-layer records of an --exportProfile file (the run-count header left out)."""
+    return [r for r in json.loads(profile.read_text()) if "name" in r]

@@ -131,7 +131,7 @@ def test_layout_of_a_deep_engine_stays_narrow_and_flows_down() -> None:
 # Recorded when the drawing gained columns, folded copies and ranked slow layers; a change in
 # these digests is a change in what ``engine draw`` writes.
 DRAWING_DIGESTS = {
-    ("qat.html", True): "06fdae5636424c4519b1e3644ad2f9e10bc1590906081d8fe9678acd7b750f57",
+    ("qat.html", True): "59379e16e04dc7a4efec2994749af31212452e1a000f7dfd7f5ccc79ef24b136",
     ("qat.svg", True): "38a0178c1f421a6b9a5abbe5df61ecc58d06c68783075eb0d04d75e39cf91f64",
     ("qat.html", False): "8edd4d39b1f03d19e97823e500bc32dfee5279f72bede0260e656de74b2df689",
 }

@@ -59,7 +59,7 @@ def test_diff_text_and_json(capsys: pytest.CaptureFixture[str]) -> None:
             "--profile-a", str(profile_path("qat")), "--profile-b", str(profile_path("qat-residual"))]
     code, out, _ = _run(args, capsys)
     assert code == 0
-    assert "B is 38% faster than A: end-to-end median 0.883 → 0.546 ms" in out
+    assert "B is faster: A takes 1.62x B's time (end-to-end median 0.883 → 0.546 ms)" in out
     assert "precision changes (layer in B)" in out
     code, out, _ = _run([*args, "--json"], capsys)
     data = json.loads(out)

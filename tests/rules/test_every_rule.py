@@ -219,10 +219,10 @@ def _activation_scales(per_channel: bool) -> Model:
     return Model(g)
 
 
-def _zero_point(zp: int) -> Model:
+def _zero_point(zp: int, dtype: type = np.int8) -> Model:
     g = GraphBuilder()
-    q = g.quantize(g.node("Relu", [g.input("x", [1, 4])]), 0.1, zp, name="zpq")
-    g.output(g.dequantize(q, 0.1, zp))
+    q = g.quantize(g.node("Relu", [g.input("x", [1, 4])]), 0.1, zp, name="zpq", zp_dtype=dtype)
+    g.output(g.dequantize(q, 0.1, zp, zp_dtype=dtype))
     return Model(g)
 
 
@@ -451,6 +451,7 @@ TRIGGER_AND_CLEAN: dict[str, tuple[Callable[[], Subject], Callable[[], Subject]]
     "QDQ409": (lambda: _bias("q-dq"), lambda: _bias("float")),
     "QDQ410": (lambda: _typed_qdq("fp8", trt="8.6"), lambda: _typed_qdq("fp8", trt="10")),
     "QDQ411": (lambda: _typed_qdq("fp8", trt="10"), lambda: _typed_qdq("int8", trt="10")),
+    "QDQ412": (lambda: _zero_point(0, np.uint8), lambda: _zero_point(0)),
     "QDQ501": (lambda: _float_model(False), lambda: _float_model(True)),
     "QDQ509": (lambda: ResNet("qat"), lambda: ResNet("qat-residual")),
     "QDQ502": (lambda: _plugin(True), lambda: _plugin(False)),
@@ -504,6 +505,21 @@ def test_a_batchnorm_after_a_conv_act_pool_chain_is_not_its_epilogue(
         y = g.node("MaxPool", [y], name="pool", kernel_shape=[2, 2], strides=[2, 2])
     y = g.bn(g.qdq(y, 0.2, name="b"), 32, name="bn2")
     g.output(g.conv(g.qdq(g.node("Relu", [y], name="relu2"), 0.3), 32, 32, name="next"))
+    assert Model(g).codes() & {"QDQ103", "QDQ104"} == expected
+
+
+@pytest.mark.parametrize("group,expected", [(32, set()), (1, {"QDQ104"})])
+def test_a_hardswish_a_depthwise_conv_cannot_take_is_not_its_epilogue(
+        group: int, expected: set[str]) -> None:
+    # x * HardSigmoid(x) reads the conv's output twice: a depthwise conv's layer stops at such a
+    # shared tensor (C7), so the HardSwish is a PointWise layer of its own and the Q/DQ on its
+    # input belongs there; a full conv takes the whole pointwise DAG, and the Q/DQ splits it.
+    g = GraphBuilder()
+    y = g.bn(g.conv(g.qdq(g.input("x", [1, 32, 8, 8])), 32, 32, group=group, name="conv"), 32,
+             name="bn")
+    y = g.qdq(y, 0.2, name="b")
+    y = g.node("Mul", [y, g.node("HardSigmoid", [y], name="hsig")], name="hswish")
+    g.output(g.conv(g.qdq(y, 0.3), 32, 32, name="next"))
     assert Model(g).codes() & {"QDQ103", "QDQ104"} == expected
 
 

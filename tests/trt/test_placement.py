@@ -350,3 +350,59 @@ def test_dla_copies_in_front_of_a_network_output_share_one_scale() -> None:
     assert _scale_of_q(model, "gained") == _scale_of_q(model, "flat") == output_scale
     linted = lint(ir.from_proto(ir.serde.serialize_model(model)), trt="8.6", target="dla")
     assert not [f for f in linted.findings("QDQ407") if "requantize" in f.message]
+
+
+def _float_tail_head():  # type: ignore[no-untyped-def]
+    """A classifier and a mask head whose last layers run float (Softmax), a copy on either side
+    of one of them, as detectors and classifiers end."""
+    from qdqkit.examples.graph import GraphBuilder
+
+    g = GraphBuilder("tail", seed=3)
+    x = g.input("x", [1, 8, 8, 8])
+    y = g.node("Relu", [g.conv(x, 8, 16, name="body", weight="float")], name="relu")
+    pooled = g.node("Flatten", [g.node("GlobalAveragePool", [y], name="gap")], name="flat")
+    g.node("Softmax", [g.gemm(pooled, 16, 10, name="fc", weight="float")], name="cls", out="probs", axis=1)
+    logits = g.conv(y, 16, 4, 1, name="mask_conv", weight="float")
+    rows = g.node("Reshape", [logits, g.const(np.array([1, 4, 64], np.int64))], name="rows")
+    soft = g.node("Softmax", [rows], name="spatial", axis=2)
+    g.node("Reshape", [soft, g.const(np.array([1, 4, 8, 8], np.int64))], name="unrows",
+           out="mask")
+    g.output("probs", [1, 10])
+    g.output("mask", [1, 4, 8, 8])
+    return g
+
+
+def test_dla_leaves_a_float_tail_before_the_network_outputs_unscaled() -> None:
+    """On DLA every tensor gets a scale (I2), except a float tail: a Softmax writing a network
+    output, directly or through a copy, runs float whatever its scales, so a Q/DQ on its output
+    would be a standalone Q and DQ, and one on its input a Reformat after an INT8 writer."""
+    from qdqkit.examples.graph import run_model
+    from qdqkit.translation.api import TranslateOptions, translate_model
+
+    g = _float_tail_head()
+    result = quantize(g.proto(), calibration_batches(g, 4), trt="8.6", target="dla", method="max")
+    model = result.model
+    assert model is not None and result.lint_errors == 0
+    for output in model.graph.outputs:
+        assert not is_dequantize(output.producer()), output.name
+    softmaxes = [n for n in model.graph if n.op_type == "Softmax"]
+    assert len(softmaxes) == 2
+    for softmax in softmaxes:  # nor on their inputs, through the Reshape in front of one
+        source = softmax.inputs[0].producer()
+        if source.op_type == "Reshape":
+            source = source.inputs[0].producer()
+        assert not is_dequantize(source), node_label(softmax)
+    # The weighted layers in front of the tail keep their INT8 inputs.
+    for name in ("fc", "mask_conv"):
+        weighted = next(n for n in model.graph if n.name == name)
+        assert is_dequantize(weighted.inputs[0].producer()), name
+    written = ir.from_proto(ir.serde.serialize_model(model))
+    linted = lint(written, trt="8.6", target="dla")
+    assert linted.errors == 0
+    assert not linted.findings("QDQ205") and not linted.findings("QDQ407")
+    feeds = calibration_batches(g, 1)[0]
+    for got, want in zip(run_model(written, feeds), g.run(feeds), strict=True):
+        assert np.abs(got - want).max() < 0.05
+    translation = translate_model(written, TranslateOptions())
+    assert sorted(translation.fp16_nodes) == ["cls", "rows", "spatial", "unrows"]  # the tail
+    assert "probs" not in translation.scales and "fc" not in translation.fp16_nodes

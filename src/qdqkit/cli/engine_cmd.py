@@ -33,7 +33,22 @@ class EngineFiles:
     def read(self) -> EngineGraph:
         from qdqkit.trt.engine_json import read_engine_graph
 
-        return read_engine_graph(self.graph, profile=self.profile, timing=self.timing)
+        graph = read_engine_graph(self.graph, profile=self.profile, timing=self.timing)
+        self._refuse_foreign_profile(graph)
+        return graph
+
+    def _refuse_foreign_profile(self, graph: EngineGraph) -> None:
+        """A profile whose records mostly name no layer times another engine: every figure drawn
+        from the few that match would mislead, so it is refused rather than warned about."""
+        from qdqkit.core.errors import EngineFileError
+
+        unmatched = len(graph.metadata.get("unmatched_profile_records") or [])
+        records = graph.metadata.get("profile_records") or 0
+        if self.profile is not None and unmatched * 2 > records:
+            raise EngineFileError(
+                f"{self.profile}: the profile is of another engine: {unmatched} of its {records} "
+                f"records name no layer of {self.graph}; pass the --exportProfile file of the "
+                "same trtexec run as the --exportLayerInfo file")
 
     def paths(self) -> tuple[Path, ...]:
         return tuple(Path(p) for p in (self.graph, self.profile, self.timing) if p)
@@ -117,7 +132,8 @@ def register(subparsers: Any) -> None:
         "the INT8 share of layers and time, the slowest layers and what to fix.",
     )
     add_groups(report, ENGINE)
-    report.add_argument("--top", type=int, default=10, help="how many slowest layers to list")
+    report.add_argument("--top", type=_count, default=10,
+                        help="how many slowest layers to list (0 or more)")
     add_groups(report, JSON)
     report.set_defaults(run=run_report)
 
@@ -156,6 +172,17 @@ def register(subparsers: Any) -> None:
     add_groups(build, BUILD_DIR)
     build.pass_through = True
     build.set_defaults(run=run_build, trtexec_args=[])
+
+
+def _count(text: str) -> int:
+    """A whole number of 0 or more (argparse reports the error with the option's name)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, not {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, not {value}")
+    return value
 
 
 def _side(files: EngineFiles, args: argparse.Namespace) -> EngineGraph:

@@ -24,16 +24,15 @@ def _bucket_table(title: str, buckets: list[Bucket], total: float | None) -> lis
 
 def render_report(report: EngineReport) -> str:
     total = report.total_layer_latency_ms
-    reformats = report.qdq_reformat_count + report.layout_reformat_count
-    noop = report.layer_count - report.compute_layer_count - reformats
+    others = "".join(f", {n} {role}" for role, n in report.non_compute_counts.items())
     lines = [
         f"engine     {report.source}   ({report.schema} export"
         + (", names only" if report.names_only else "") + ")",
-        f"layers     {report.layer_count} ({report.compute_layer_count} compute, "
-        f"{reformats} Reformat, {noop} NoOp)",
+        f"layers     {report.layer_count} ({report.compute_layer_count} compute{others})",
     ]
     if total is not None:
-        timing = f"latency    {total:.3f} ms summed over layers (profile)"
+        measure = f" {report.layer_latency_measure}" if report.layer_latency_measure else ""
+        timing = f"latency    {total:.3f} ms summed over layers (profile{measure})"
         if report.end_to_end_median_ms is not None:
             timing += (f"; end to end {report.end_to_end_median_ms:.3f} ms "
                        f"({report.end_to_end_source})")
@@ -79,17 +78,27 @@ def _int8_count(compute: int, int8: int | None) -> str:
     return f"{compute} ({'INT8 unknown' if int8 is None else int8})"
 
 
+def _measures(diff: EngineDiff) -> str:
+    """`` (averageMs)``: what the summed layer times sum, once when both sides agree."""
+    found = [m for m in (diff.a.layer_latency_measure, diff.b.layer_latency_measure) if m]
+    if not found:
+        return ""
+    return f" ({found[0]})" if len(set(found)) == 1 else f" ({' / '.join(found)})"
+
+
 def render_diff(diff: EngineDiff, *, every_layer: bool = False) -> str:
-    from qdqkit.engine.diff import short_source
+    from qdqkit.engine.diff import short_source, signed_ms
 
     a, b = diff.a, diff.b
+    # Weak evidence makes every pair a guess; the tables must not read as facts.
+    pairs = "guessed pairs" if diff.match_evidence.weak else "matched layers"
     rows: list[list[object]] = [
         ["layers", a.layers, b.layers],
         ["compute layers (INT8)", _int8_count(a.compute_layers, a.int8_compute_layers),
          _int8_count(b.compute_layers, b.int8_compute_layers)],
         ["Reformats (Q/DQ, layout)", f"{a.reformats} ({a.qdq_reformats}, {a.layout_reformats})",
          f"{b.reformats} ({b.qdq_reformats}, {b.layout_reformats})"],
-        ["summed layer time ms", milliseconds(a.layer_latency_ms),
+        [f"summed layer time ms{_measures(diff)}", milliseconds(a.layer_latency_ms),
          milliseconds(b.layer_latency_ms)],
         ["end-to-end median ms", milliseconds(a.end_to_end_median_ms),
          milliseconds(b.end_to_end_median_ms)],
@@ -100,10 +109,12 @@ def render_diff(diff: EngineDiff, *, every_layer: bool = False) -> str:
     if diff.precision_changes:
         rows = [[shorten(m.b, 60), m.precision_a, m.precision_b, milliseconds(m.latency_a_ms),
                  milliseconds(m.latency_b_ms)] for m in diff.precision_changes]
-        lines += ["", table(rows, ["precision changes (layer in B)", "A", "B", "A ms", "B ms"])]
+        title = "precision changes (" + ("guessed pairs, " if diff.match_evidence.weak else "")
+        lines += ["", table(rows, [f"{title}layer in B)", "A", "B", "A ms", "B ms"])]
     for group in diff.fused:
         side = "B" if group.engine == "a" else "A"
-        lines += ["", f"fused in {side} into '{shorten(group.into, 60)}' "
+        maybe = "maybe " if diff.match_evidence.weak else ""
+        lines += ["", f"{maybe}fused in {side} into '{shorten(group.into, 60)}' "
                       f"({milliseconds(group.latency_before_ms)} → "
                       f"{milliseconds(group.latency_after_ms)} ms):"]
         lines += [f"  {shorten(name, _NAME_WIDTH)}" for name in group.layers]
@@ -115,12 +126,12 @@ def render_diff(diff: EngineDiff, *, every_layer: bool = False) -> str:
     changed = sorted((m for m in diff.matched if m.delta_ms), key=lambda m: -abs(m.delta_ms or 0))
     if changed:
         rows = [[shorten(m.b, 60), milliseconds(m.latency_a_ms), milliseconds(m.latency_b_ms),
-                 f"{m.delta_ms:+.3f}"] for m in changed[:10]]
-        lines += ["", table(rows, ["largest changes (matched layers)", "A ms", "B ms", "delta"])]
+                 signed_ms(m.delta_ms or 0.0)] for m in changed[:10]]
+        lines += ["", table(rows, [f"largest changes ({pairs})", "A ms", "B ms", "delta"])]
     if every_layer:
         rows = [[shorten(m.a, 48), shorten(m.b, 48), m.precision_a, m.precision_b,
                  milliseconds(m.latency_a_ms), milliseconds(m.latency_b_ms),
-                 "" if m.delta_ms is None else f"{m.delta_ms:+.3f}"] for m in diff.matched]
+                 "" if m.delta_ms is None else signed_ms(m.delta_ms)] for m in diff.matched]
         lines += ["", table(rows, ["layer in A", "layer in B", "A", "B", "A ms", "B ms",
                                    "delta"])]
     return "\n".join(lines)

@@ -60,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
     result = fix(args.model, output=output, rules=rules, trt=TRT.given(args),
                  target=TARGET.given(args), calib=data.request(),
                  keep_float=read_node_lists(args.keep_float),
-                 dry_run=args.dry_run)
+                 dry_run=args.dry_run, shapes=data.shapes)
     if JSON.parse(args):
         print_json(result.to_json())
     else:
@@ -113,6 +113,8 @@ def render(result: Any) -> str:
                            _share(a.int8_mac_share))]
     for reason in result.skipped:
         lines += [f"skipped: {reason}"]
+    if result.unweighed:
+        lines += [f"not weighed: {result.unweighed}"]
     if result.unfixed:
         lines += ["", f"{len(result.unfixed)} fixable finding(s) left:"]
         lines += [f"  {u.code} {u.message} ({u.reason})" for u in result.unfixed[:_SHOWN]]

@@ -55,8 +55,11 @@ def run(args: argparse.Namespace) -> int:
     from qdqkit.profiling import profile_model
 
     data = DATA.parse(args)
-    result = profile_model(args.model, data.request(), runs=args.runs, batch=data.batch,
-                           optimized=args.optimized, trace=OUTPUT.parse(args))
+    # Random data is one batch, sized by --batch/--shapes (not --samples): profile_model draws it.
+    request = data.request() if data.source not in (None, "random") else None
+    result = profile_model(args.model, request, runs=args.runs, batch=data.batch,
+                           seed=data.seed, shapes=data.shapes, optimized=args.optimized,
+                           trace=OUTPUT.parse(args))
     if JSON.parse(args):
         print_json(result)
     else:

@@ -46,7 +46,9 @@ def _asset(name: str) -> str:
 def snr_fill(snr: float | None) -> str:
     if snr is None or math.isnan(snr):
         return UNMEASURED_FILL
-    return next(fill for bound, fill in SNR_BANDS if snr < bound)
+    # The last band is open above: it also holds +inf, the SNR of an exact node (e.g. a Shape),
+    # which no "below its bound" test can place.
+    return next((fill for bound, fill in SNR_BANDS[:-1] if snr < bound), SNR_BANDS[-1][1])
 
 
 def _pct(value: float | None) -> str:

@@ -4,15 +4,21 @@ Sources: a ``.npy`` (one-input models), a ``.npz`` (keys = input names), a folde
 name order), a folder of images with a :class:`~qdqkit.core.images.Preprocess` spec, any Python
 iterable of dicts, or ``"random"``. The rules every batch obeys:
 
-1. Samples lie on axis 0, which is the model's batch axis; every other axis must match the model
-   wherever the model fixes it, and dynamic dimensions come from the data. An array with one more
-   axis than the input holds whole batches on a leading axis; they are fed one after another.
-2. Values are cast to each input's ONNX element type; non-finite floats are refused, naming the
+1. Arrays are laid out as the model takes them, samples on each input's batch axis (see
+   ``qdqkit.core.model_inputs``: axis 0, or e.g. axis 1 of ``state [2, batch, 128]`` beside
+   ``input [batch, 512]``); every other axis must match the model wherever the model fixes it,
+   and dynamic dimensions come from the data. An array with one more axis than the input holds
+   whole batches on a leading axis; they are fed one after another.
+2. An input without a batch axis (a scalar such as ``sr []``, or ``scale [1]`` beside
+   ``x [N, 3]``) is fed whole: an array of the input's rank is one value for every sample (a 0-d
+   ``sr``); one with an extra leading axis holds a value per sample (``sr`` of shape ``(N,)``).
+   A run takes one value, so samples whose values differ go in different batches.
+3. Values are cast to each input's ONNX element type; non-finite floats are refused, naming the
    file (or batch) and input.
-3. Files are streamed (``.npy`` memory-mapped, ``.npz`` read a chunk at a time, images decoded one
+4. Files are streamed (``.npy`` memory-mapped, ``.npz`` read a chunk at a time, images decoded one
    by one): memory holds one batch, whatever the number of samples. ``batch`` re-batches samples
    across files; ``limit`` stops after that many samples.
-4. ``random`` is never silent: the returned :class:`CalibrationData` says ``is_random``.
+5. ``random`` is never silent: the returned :class:`CalibrationData` says ``is_random``.
 """
 
 from __future__ import annotations
@@ -132,7 +138,23 @@ def open_data(
 def _batch_size(
     inputs: Sequence[ModelInput], batch: int | None, shapes: Mapping[str, Sequence[int]] | None
 ) -> int:
-    fixed = {i.name: i.dims[0] for i in inputs if i.dims and i.dims[0] is not None}
+    batched = [i for i in inputs if i.batch_axis is not None]
+    if not batched:
+        if batch not in (None, 1):
+            raise QdqkitError(
+                f"no model input has a batch axis ({_shapes_text(inputs)}); each run takes one "
+                f"sample, so batch {batch} cannot be fed: use batch 1"
+            )
+        return 1
+    fixed: dict[str, int] = {}  # the batch sizes of the inputs whose batch the model fixes
+    given: dict[str, int] = {}  # the batch sizes ``shapes`` gives
+    for spec in batched:
+        axis = spec.batch_axis or 0
+        if spec.dims is not None and (size := spec.dims[axis]) is not None:
+            fixed[spec.name] = size
+        shape = (shapes or {}).get(spec.name)
+        if shape is not None and len(shape) > axis and shape[axis] > 0:
+            given[spec.name] = int(shape[axis])
     if batch is not None:
         if batch < 1:
             raise QdqkitError(f"the batch size must be at least 1, not {batch}")
@@ -144,10 +166,14 @@ def _batch_size(
         return batch
     if fixed:
         return next(iter(fixed.values()))
-    for shape in (shapes or {}).values():
-        if len(shape) > 0 and shape[0] > 0:
-            return int(shape[0])
-    return 1
+    if len(set(given.values())) > 1:
+        listed = ", ".join(f"{size} for '{name}'" for name, size in given.items())
+        raise QdqkitError(f"the shapes give different batch sizes ({listed}); give one")
+    return next(iter(given.values()), 1)
+
+
+def _shapes_text(inputs: Sequence[ModelInput]) -> str:
+    return ", ".join(f"{i.name} {i.shape_text()}" for i in inputs)
 
 
 def _files_of(
@@ -195,18 +221,61 @@ def _count_samples(files: Sequence[Path], inputs: Sequence[ModelInput]) -> int:
     total = 0
     for file in files:
         if file.suffix.lower() == ".npy":
+            spec = _npy_input(file, inputs)
             try:
                 with file.open("rb") as stream:
-                    header = read_header(stream, str(file))
+                    shapes = {spec.name: read_header(stream, str(file)).shape}
             except OSError as exc:
                 raise QdqkitError(f"{file}: cannot be read ({exc.strerror})") from None
         else:
             reader = NpzReader(file)
             reader.close()
             _check_names(str(file), reader.headers.keys(), inputs)
-            header = reader.headers[inputs[0].name]
-        total += header.shape[0] if header.shape else 1
+            shapes = {spec.name: reader.headers[spec.name].shape for spec in inputs}
+        counts = [_sample_count(str(file), spec, shapes[spec.name])
+                  for spec in inputs if spec.name in shapes]
+        total += next((count for count in counts if count is not None), 1)
     return total
+
+
+def _npy_input(file: Path, inputs: Sequence[ModelInput]) -> ModelInput:
+    if len(inputs) != 1:
+        raise QdqkitError(
+            f"{file}: a .npy holds one array but the model has {len(inputs)} inputs "
+            f"({', '.join(i.name for i in inputs)}); save an .npz with one key per input"
+        )
+    return inputs[0]
+
+
+def _sample_axis(origin: str, spec: ModelInput, shape: Sequence[int]) -> int | None:
+    """The axis counting the samples in an array of ``shape`` for ``spec``; None when the array
+    is one value for every sample (rules 1 and 2 of the module docstring)."""
+    where = f"{origin}: input '{spec.name}'"
+    if spec.dims is None:
+        if not shape:
+            raise QdqkitError(f"{where} is a scalar; samples must lie on axis 0")
+        return 0
+    if len(shape) == len(spec.dims) + 1:
+        return 0  # whole batches, or a value per sample of an input without a batch axis
+    if len(shape) == len(spec.dims):
+        return spec.batch_axis
+    hint = (f"samples lie on axis {spec.batch_axis}, the model's batch axis"
+            if spec.batch_axis is not None else
+            "it has no batch axis: give one value, or one per sample on a leading axis")
+    raise QdqkitError(
+        f"{where} has shape {list(shape)} (rank {len(shape)}) but the model takes "
+        f"{spec.shape_text()} (rank {len(spec.dims)}; {hint})"
+    )
+
+
+def _sample_count(origin: str, spec: ModelInput, shape: Sequence[int]) -> int | None:
+    """Samples in an array of ``shape`` for ``spec``; None for one value for every sample."""
+    axis = _sample_axis(origin, spec, shape)
+    if axis is None:
+        return None
+    if spec.dims is not None and len(shape) > len(spec.dims) and spec.batch_axis is not None:
+        return shape[0] * shape[spec.batch_axis + 1]  # batches of samples
+    return shape[axis]
 
 
 def _origin(chunks: Iterator[dict[str, np.ndarray]], files: Sequence[Path]) -> Iterator[Chunk]:
@@ -215,20 +284,16 @@ def _origin(chunks: Iterator[dict[str, np.ndarray]], files: Sequence[Path]) -> I
 
 
 def _array_chunks(files: Sequence[Path], inputs: Sequence[ModelInput]) -> Iterator[Chunk]:
-    names = [i.name for i in inputs]
     for file in files:
         if file.suffix.lower() == ".npy":
-            if len(inputs) != 1:
-                raise QdqkitError(
-                    f"{file}: a .npy holds one array but the model has {len(inputs)} inputs "
-                    f"({', '.join(names)}); save an .npz with one key per input"
-                )
-            yield str(file), {names[0]: open_npy(file)}
+            yield str(file), {_npy_input(file, inputs).name: open_npy(file)}
             continue
         reader = NpzReader(file)
         try:
             _check_names(str(file), reader.headers.keys(), inputs)
-            for chunk in reader.chunks(names):
+            axes = {s.name: _sample_axis(str(file), s, reader.headers[s.name].shape)
+                    for s in inputs}
+            for chunk in reader.chunks(axes):
                 yield str(file), chunk
         finally:
             reader.close()
@@ -255,43 +320,91 @@ def _check_names(origin: str, names: Iterable[str], inputs: Sequence[ModelInput]
         raise QdqkitError(f"{origin}: {what}; the model's inputs are {', '.join(expected)}")
 
 
-def _checked_array(origin: str, spec: ModelInput, value: object) -> np.ndarray:
-    """The array for ``spec`` from one chunk, vetted (not yet cast or read from disk)."""
+@dataclass(frozen=True)
+class _Column:
+    """One input's array in a chunk, vetted (not yet cast or read from disk).
+
+    A batched input's samples lie on its batch axis; an input without one holds a value per
+    sample on axis 0 (``per_sample``) or one value for every sample.
+    """
+
+    spec: ModelInput
+    array: np.ndarray
+    per_sample: bool
+
+    def count(self) -> int | None:
+        if self.spec.batch_axis is not None:
+            return int(self.array.shape[self.spec.batch_axis])
+        return len(self.array) if self.per_sample else None
+
+    def run(self, start: int, most: int) -> int:
+        """How many of ``most`` samples from ``start`` one feed holds: one value of an input
+        without a batch axis, so as many as share the value of sample ``start``."""
+        if not self.per_sample:
+            return most
+        first = self.array[start]
+        for offset in range(1, most):
+            if not np.array_equal(self.array[start + offset], first):
+                return offset
+        return most
+
+    def piece(self, start: int, take: int) -> np.ndarray:
+        axis = self.spec.batch_axis
+        if axis is not None:
+            return self.array[(slice(None),) * axis + (slice(start, start + take),)]
+        return self.array[start, ...] if self.per_sample else self.array  # 0-d stays an array
+
+
+def _column(origin: str, spec: ModelInput, value: object) -> _Column:
     array = value if isinstance(value, np.ndarray) else np.asarray(value)
     where = f"{origin}: input '{spec.name}'"
     if array.dtype.hasobject or array.dtype.kind not in NUMERIC_KINDS:
         raise QdqkitError(f"{where} has dtype {array.dtype}, not numbers; give numeric arrays")
+    axis = _sample_axis(origin, spec, array.shape)
     if spec.dims is None:
-        if array.ndim == 0:
-            raise QdqkitError(f"{where} is a scalar; samples must lie on axis 0")
-        return array
-    if array.ndim == len(spec.dims) + 1 and array.ndim > 1:
-        # A leading sample axis over whole batches ([samples, N, ...]): the samples of every
-        # batch, in order, on the batch axis.
-        array = array.reshape((array.shape[0] * array.shape[1], *array.shape[2:]))
-    if array.ndim != len(spec.dims):
-        hint = " (samples lie on axis 0, the model's batch axis)"
-        raise QdqkitError(
-            f"{where} has shape {list(array.shape)} (rank {array.ndim}) but the model takes "
-            f"{spec.shape_text()} (rank {len(spec.dims)}){hint}"
-        )
-    for axis, (want, got) in enumerate(zip(spec.dims, array.shape, strict=True)):
-        if axis > 0 and want is not None and want != got:
+        return _Column(spec, array, False)
+    per_sample = spec.batch_axis is None and axis is not None
+    if array.ndim > len(spec.dims) and spec.batch_axis is not None:
+        # A leading axis over whole batches: the samples of every batch, in order, on the
+        # batch axis.
+        b = spec.batch_axis
+        array = np.moveaxis(array, 0, b)
+        array = array.reshape((*array.shape[:b], array.shape[b] * array.shape[b + 1],
+                               *array.shape[b + 2:]))
+    value_shape = array.shape[1:] if per_sample else array.shape
+    for dim, (want, got) in enumerate(zip(spec.dims, value_shape, strict=True)):
+        if dim != spec.batch_axis and want is not None and want != got:
             raise QdqkitError(
                 f"{where} has shape {list(array.shape)} but the model takes "
-                f"{spec.shape_text()} (axis {axis} differs)"
+                f"{spec.shape_text()} (axis {dim + per_sample} differs)"
             )
-    return array
+    return _Column(spec, array, per_sample)
 
 
-def _materialize(origin: str, spec: ModelInput, piece: np.ndarray, first: int) -> np.ndarray:
+def _materialize(origin: str, spec: ModelInput, piece: np.ndarray, first: int,
+                 count: int) -> np.ndarray:
     out = piece.astype(spec.dtype)  # a copy: mapped files are read here, one batch at a time
     if piece.dtype.kind == "f" and not np.isfinite(piece).all():
         raise QdqkitError(
             f"{origin}: input '{spec.name}' has NaN or infinite values in samples "
-            f"{first}..{first + len(piece) - 1}; clean the data"
+            f"{first}..{first + count - 1}; clean the data"
         )
     return out
+
+
+def _stackable(inputs: Sequence[ModelInput], batch: Mapping[str, np.ndarray],
+               piece: Mapping[str, np.ndarray]) -> bool:
+    """Whether ``piece`` joins ``batch`` in one feed: same shapes off the batch axis (dynamic
+    dimensions may change between files) and the same value of every input without one."""
+    for spec in inputs:
+        a, b = batch[spec.name], piece[spec.name]
+        if spec.batch_axis is None:
+            if a.shape != b.shape or not np.array_equal(a, b):
+                return False
+        elif a.shape[:spec.batch_axis] + a.shape[spec.batch_axis + 1:] != (
+                b.shape[:spec.batch_axis] + b.shape[spec.batch_axis + 1:]):
+            return False
+    return True
 
 
 def _rebatch(
@@ -306,21 +419,23 @@ def _rebatch(
         if len(pending) == 1:
             merged = pending[0]
         else:
-            merged = {s.name: np.concatenate([p[s.name] for p in pending]) for s in inputs}
+            merged = {s.name: pending[0][s.name] if s.batch_axis is None
+                      else np.concatenate([p[s.name] for p in pending], axis=s.batch_axis)
+                      for s in inputs}
         emitted += pending_count
         pending, pending_count = [], 0
         return merged
 
     for origin, chunk in chunks:
         _check_names(origin, chunk.keys(), inputs)
-        arrays = {s.name: _checked_array(origin, s, chunk[s.name]) for s in inputs}
-        counts = {a.shape[0] for a in arrays.values()}
-        if len(counts) > 1:
+        columns = [_column(origin, s, chunk[s.name]) for s in inputs]
+        counts = {c.spec.name: n for c in columns if (n := c.count()) is not None}
+        if len(set(counts.values())) > 1:
             raise QdqkitError(
-                f"{origin}: the inputs hold different numbers of samples on axis 0 "
-                f"({', '.join(f'{k} {v.shape[0]}' for k, v in arrays.items())})"
+                f"{origin}: the inputs hold different numbers of samples "
+                f"({', '.join(f'{k} {n}' for k, n in counts.items())})"
             )
-        available = counts.pop()
+        available = next(iter(counts.values()), 1)  # values for every sample make one sample
         start = 0
         while start < available:
             if limit is not None and emitted + pending_count >= limit:
@@ -328,10 +443,10 @@ def _rebatch(
             take = min(available - start, batch - pending_count)
             if limit is not None:
                 take = min(take, limit - emitted - pending_count)
-            piece = {s.name: _materialize(origin, s, arrays[s.name][start : start + take], start)
-                     for s in inputs}
-            if pending and any(piece[n].shape[1:] != pending[0][n].shape[1:] for n in piece):
-                # Dynamic dimensions changed between files: samples of two shapes cannot stack.
+            take = min(c.run(start, take) for c in columns)
+            piece = {c.spec.name: _materialize(origin, c.spec, c.piece(start, take), start, take)
+                     for c in columns}
+            if pending and not _stackable(inputs, pending[0], piece):
                 yield flush()
             pending.append(piece)
             pending_count += take

@@ -1,14 +1,17 @@
 """The explicit ``random`` calibration source: seeded values shaped and ranged from the model.
 
 1. Shapes: the model's fixed dimensions; a dynamic dimension takes its value from ``shapes`` when
-   given, else the batch axis (axis 0) is 1 and any other axis is ``RANDOM_DYNAMIC_DIM`` (32).
+   given, else the batch axis (``ModelInput.batch_axis``, e.g. axis 1 of ``state [2, batch,
+   128]``) is 1 and any other axis is ``RANDOM_DYNAMIC_DIM`` (32). A scalar input is refused: its
+   value (a sample rate, a threshold) is not something to guess.
 2. Values: a float input quantized by a QuantizeLinear in the model spans that Q's range
    (+-127*scale for symmetric int8); other float inputs are uniform in [-1, 1]; integer and bool
    inputs are zero (safe as indices and masks).
 3. A batch of one input larger than 1 GiB is refused, naming the input: its declared shape is not
    one anybody runs (``--shapes`` gives a real one).
 4. ``RANDOM_SAMPLES`` (8) samples unless a limit says otherwise, drawn one at a time from one
-   seeded generator, so the values do not depend on the batch size.
+   seeded generator, so the values do not depend on the batch size. An input without a batch axis
+   is drawn once, before the samples, and fed with every one: a batch holds one value of it.
 """
 
 from __future__ import annotations
@@ -28,12 +31,16 @@ MAX_RANDOM_BYTES = 1 << 30  # one batch of one input; more is a declaration erro
 
 
 def _sample_shape(spec: ModelInput, shapes: Mapping[str, Sequence[int]]) -> tuple[int, ...]:
+    """The shape of one sample of ``spec``: 1 on its batch axis (the whole value if it has none)."""
     if spec.dims is None:
         if spec.name not in shapes:
             raise QdqkitError(
                 f"model input '{spec.name}' has no declared shape; give its shape for random data"
             )
         return (1, *(int(d) for d in shapes[spec.name][1:]))
+    if not spec.dims:
+        raise QdqkitError(f"model input '{spec.name}' is a scalar, whose value random data cannot "
+                          "guess; give real data that holds it")
     given = shapes.get(spec.name)
     if given is not None and len(given) != len(spec.dims):
         raise QdqkitError(
@@ -42,7 +49,7 @@ def _sample_shape(spec: ModelInput, shapes: Mapping[str, Sequence[int]]) -> tupl
         )
     dims = []
     for axis, want in enumerate(spec.dims):
-        if axis == 0:
+        if axis == spec.batch_axis:
             dims.append(1)  # one sample; batching stacks samples on this axis
             continue
         if given is not None and want is not None and int(given[axis]) != want:
@@ -54,21 +61,21 @@ def _sample_shape(spec: ModelInput, shapes: Mapping[str, Sequence[int]]) -> tupl
             dims.append(want)
         else:
             dims.append(int(given[axis]) if given is not None else RANDOM_DYNAMIC_DIM)
-    if not dims:
-        raise QdqkitError(f"model input '{spec.name}' is a scalar, whose value random data cannot "
-                          "guess; give real data that holds it")
     return tuple(dims)
 
 
 def check_random_size(spec: ModelInput, sample_shape: Sequence[int], batch: int) -> None:
     """Refuse random batches too large to make: a declared [1, 8, 2^20, 2^20] is not a size."""
-    size = batch * math.prod(sample_shape) * spec.dtype.itemsize
+    shape = list(sample_shape)
+    if spec.batch_axis is not None:
+        shape[spec.batch_axis] = batch
+    size = math.prod(shape) * spec.dtype.itemsize
     if size > MAX_RANDOM_BYTES:
-        shape = "x".join(str(d) for d in (batch, *sample_shape[1:]))
         raise QdqkitError(
             f"model input '{spec.name}' would take {size / 2**30:.3g} GiB of random data a batch "
-            f"({shape}, from its declared shape {spec.shape_text()}); give realistic shapes with "
-            f"--shapes {spec.name}:{shape.replace(str(batch), '1', 1)} or real data"
+            f"({'x'.join(map(str, shape))}, from its declared shape {spec.shape_text()}); give "
+            f"realistic shapes with --shapes {spec.name}:{'x'.join(map(str, sample_shape))} or "
+            "real data"
         )
 
 
@@ -95,15 +102,20 @@ def random_chunks(
 
     def chunks() -> Iterator[tuple[str, Mapping[str, np.ndarray]]]:
         rng = np.random.default_rng(seed)
+        # Drawn once: a batch feeds one value of an input without a batch axis (rule 4).
+        whole = {spec.name: _draw(rng, spec, sample_shapes[spec.name], ranges)
+                 for spec in inputs if spec.batch_axis is None}
         for index in range(samples):
-            sample: dict[str, np.ndarray] = {}
-            for spec in inputs:
-                shape = sample_shapes[spec.name]
-                if spec.dtype.kind == "f":
-                    low, high = ranges.get(spec.name, (-1.0, 1.0))
-                    sample[spec.name] = rng.uniform(low, high, size=shape).astype(spec.dtype)
-                else:
-                    sample[spec.name] = np.zeros(shape, dtype=spec.dtype)
+            sample = {spec.name: whole[spec.name] if spec.name in whole
+                      else _draw(rng, spec, sample_shapes[spec.name], ranges) for spec in inputs}
             yield f"random sample {index}", sample
 
     return samples, chunks
+
+
+def _draw(rng: np.random.Generator, spec: ModelInput, shape: tuple[int, ...],
+          ranges: Mapping[str, tuple[float, float]]) -> np.ndarray:
+    if spec.dtype.kind == "f":
+        low, high = ranges.get(spec.name, (-1.0, 1.0))
+        return rng.uniform(low, high, size=shape).astype(spec.dtype)
+    return np.zeros(shape, dtype=spec.dtype)

@@ -3,11 +3,24 @@
 Data sources check and cast every batch against these facts (name, element type, dimensions), and
 the random source sizes its values from them. A dimension is an ``int`` when the model fixes it and
 ``None`` when it is dynamic (a ``dim_param`` or no value); the symbolic name is kept for messages.
+
+Each input's batch axis (where samples stack) is decided from all the inputs together:
+
+1. When some input's axis 0 is dynamic, the batch is dynamic: an input with a dynamic axis 0 is
+   batched on it; an input whose axis 0 is fixed is batched on its first axis named like a dynamic
+   axis 0 of another input (``state [2, batch, 128]`` beside ``input [batch, 512]``: axis 1), and
+   has no batch axis when none is so named (``scale [1]`` beside ``x [N, 3]``).
+2. When every input's axis 0 is fixed, axis 0 is the batch axis of a fixed batch if all inputs
+   agree on its size; if they disagree nothing says which one is the batch, so no input has one.
+3. A scalar (rank 0) has no batch axis; an input of unknown rank is taken as batched on axis 0.
+
+An input without a batch axis is fed whole: one value for every sample of a batch.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 
 import numpy as np
 import onnx
@@ -26,12 +39,16 @@ _QUANT_LIMITS: dict[int, tuple[int, int]] = {
 
 @dataclass(frozen=True)
 class ModelInput:
-    """One graph input: ``dims`` is None when the model does not say its rank."""
+    """One graph input: ``dims`` is None when the model does not say its rank.
+
+    ``batch_axis`` is the axis samples stack on, None for an input fed whole (module docstring).
+    """
 
     name: str
     dtype: np.dtype
     dims: tuple[int | None, ...] | None
     dim_names: tuple[str, ...] | None = None
+    batch_axis: int | None = 0
 
     @property
     def rank(self) -> int | None:
@@ -77,7 +94,30 @@ def model_inputs(model: onnx.ModelProto) -> tuple[ModelInput, ...]:
         found.append(ModelInput(value.name, dtype, dims, names))
     if not found:
         raise QdqkitError("the model has no inputs to feed (every graph input is an initializer)")
-    return tuple(found)
+    return tuple(replace(item, batch_axis=axis)
+                 for item, axis in zip(found, _batch_axes(found), strict=True))
+
+
+def _batch_axes(inputs: Sequence[ModelInput]) -> list[int | None]:
+    """The batch axis of every input, by the rules of the module docstring."""
+    leading = [i.dims[0] for i in inputs if i.dims]  # axis 0 of the inputs of rank 1 or more
+    if None not in leading:  # rule 2: a fixed batch, when the inputs agree on its size
+        agreed = len(set(leading)) == 1
+        return [0 if i.dims is None or (i.dims and agreed) else None for i in inputs]
+    names = {i.dim_names[0] for i in inputs
+             if i.dims and i.dims[0] is None and i.dim_names and i.dim_names[0]}
+    return [_dynamic_batch_axis(i, names) for i in inputs]
+
+
+def _dynamic_batch_axis(item: ModelInput, batch_names: set[str]) -> int | None:
+    """Rule 1: axis 0 when dynamic, else the first dynamic axis named like a batch."""
+    if item.dims is None:
+        return 0
+    names = item.dim_names or ("",) * len(item.dims)
+    for axis, (dim, name) in enumerate(zip(item.dims, names, strict=True)):
+        if dim is None and (axis == 0 or name in batch_names):
+            return axis
+    return None
 
 
 def input_quant_ranges(model: onnx.ModelProto) -> dict[str, tuple[float, float]]:

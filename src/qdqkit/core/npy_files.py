@@ -5,7 +5,9 @@
    file (or the ``.npz`` member) holds.
 2. A ``.npy`` is memory-mapped (``mmap_mode="r"``), so only the rows a batch touches are read.
 3. A ``.npz`` member is compressed or stored, so it cannot be mapped: its rows are streamed from
-   the zip member a chunk at a time, all members in step, so memory holds one chunk.
+   the zip member a chunk at a time, all members in step, so memory holds one chunk. A member
+   whose samples are not on axis 0 (``state [2, N, 128]``), a column-major one, and one value
+   shared by every sample (no sample axis, e.g. a 0-d sample rate) are read whole, once.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from __future__ import annotations
 import math
 import os
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -116,41 +118,44 @@ class NpzReader:
     def close(self) -> None:
         self._zip.close()
 
-    def chunks(self, keys: list[str]) -> Iterator[dict[str, np.ndarray]]:
-        """Yield ``{key: rows}`` with the same number of rows from every key, first to last."""
-        counts = {key: self.headers[key].shape[0] for key in keys}
-        if len(set(counts.values())) > 1:
-            listed = ", ".join(f"'{k}' {n}" for k, n in counts.items())
+    def chunks(self, axes: Mapping[str, int | None]) -> Iterator[dict[str, np.ndarray]]:
+        """Yield ``{key: part}`` for the keys of ``axes``, first to last, in step.
+
+        ``axes[key]`` is the axis of that member's samples; every part holds the same number of
+        them. A key whose axis is None has no samples: its whole value is in every part.
+        """
+        lengths = {key: self.headers[key].shape[axis] for key, axis in axes.items()
+                   if axis is not None}
+        if len(set(lengths.values())) > 1:
+            listed = ", ".join(f"'{k}' {n} on axis {axes[k]}" for k, n in lengths.items())
             raise QdqkitError(
-                f"{self.path}: the arrays hold different numbers of samples on axis 0 ({listed}); "
+                f"{self.path}: the arrays hold different numbers of samples ({listed}); "
                 "give every input the same number of samples"
             )
-        total = counts[keys[0]]
+        total = next(iter(lengths.values()), 1)  # values without samples make one part
+        streamed = [key for key, axis in axes.items()
+                    if axis == 0 and not self.headers[key].fortran_order]
         row_bytes = {
             key: math.prod(self.headers[key].shape[1:]) * self.headers[key].dtype.itemsize
-            for key in keys
+            for key in streamed
         }
-        rows_per_chunk = max(1, NPZ_CHUNK_BYTES // max(1, max(row_bytes.values())))
+        rows_per_chunk = max(1, NPZ_CHUNK_BYTES // max([1, *row_bytes.values()]))
         streams: dict[str, IO[bytes]] = {}
-        # Column-major rows are not contiguous, so such a (rare) member is read whole, once.
-        whole: dict[str, np.ndarray] = {}
         try:
-            for key in keys:
-                header = self.headers[key]
-                stream = self._zip.open(key + ".npy")
-                stream.read(header.data_offset)
-                if header.fortran_order:
-                    flat = self._read(key, stream, header.nbytes)
-                    whole[key] = np.frombuffer(flat, header.dtype).reshape(header.shape, order="F")
-                    stream.close()
-                else:
-                    streams[key] = stream
+            # Rows off axis 0 (or column-major) are not contiguous: such members are read whole.
+            whole = {key: self._whole(key) for key in axes if key not in streamed}
+            for key in streamed:
+                streams[key] = self._zip.open(key + ".npy")
+                streams[key].read(self.headers[key].data_offset)
             for start in range(0, total, rows_per_chunk):
                 rows = min(rows_per_chunk, total - start)
                 chunk = {}
-                for key in keys:
-                    if key in whole:
-                        chunk[key] = whole[key][start : start + rows]
+                for key, axis in axes.items():
+                    if axis is None:
+                        chunk[key] = whole[key]
+                    elif key in whole:
+                        part = (slice(None),) * axis + (slice(start, start + rows),)
+                        chunk[key] = whole[key][part]
                     else:
                         data = self._read(key, streams[key], rows * row_bytes[key])
                         shape = (rows, *self.headers[key].shape[1:])
@@ -159,6 +164,14 @@ class NpzReader:
         finally:
             for stream in streams.values():
                 stream.close()
+
+    def _whole(self, key: str) -> np.ndarray:
+        header = self.headers[key]
+        with self._zip.open(key + ".npy") as stream:
+            stream.read(header.data_offset)
+            flat = self._read(key, stream, header.nbytes)
+        array = np.frombuffer(flat, header.dtype)
+        return array.reshape(header.shape, order="F" if header.fortran_order else "C")
 
     def _read(self, key: str, stream: IO[bytes], size: int) -> bytes:
         try:

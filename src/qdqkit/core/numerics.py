@@ -101,7 +101,7 @@ def make_session(
         session = ort.InferenceSession(source, options, providers=["CPUExecutionProvider"],
                                        disabled_optimizers=disabled)
     except Exception as exc:  # ORT raises its own exception classes
-        raise QdqkitError(f"onnxruntime cannot run the model: {_message(exc)}") from None
+        raise QdqkitError(f"onnxruntime cannot run the model: {ort_message(exc)}") from None
     # onnxruntime reads shared arrays in place and does not own them: they live with the session.
     session.qdqkit_shared_arrays = shared
     return session
@@ -189,9 +189,14 @@ def release_freed_memory(collect: bool = False) -> None:
 _LIBC: Any = None
 
 
-def _message(exc: BaseException) -> str:
-    """onnxruntime's message on one line, whole sentences, at most ~600 characters."""
-    text = " ".join(str(exc).split()) or type(exc).__name__
+def ort_message(exc: BaseException) -> str:
+    """onnxruntime's message on one line, whole sentences, at most ~600 characters.
+
+    Its lines join with "; ": the detail often follows on later lines ("... for the following
+    indices" then "index: 0 Got: 3 Expected: 2"), so none is dropped.
+    """
+    lines = (" ".join(line.split()) for line in str(exc).splitlines())
+    text = "; ".join(line for line in lines if line) or type(exc).__name__
     if len(text) <= 600:
         return text
     cut = text.rfind(". ", 0, 600)
@@ -263,7 +268,7 @@ def run(
     try:
         values = session.run(names, dict(feeds))
     except Exception as exc:
-        raise QdqkitError(f"onnxruntime failed while running the model: {_message(exc)}") from None
+        raise QdqkitError(f"onnxruntime failed while running the model: {ort_message(exc)}") from None
     return dict(zip(names, values, strict=True))
 
 

@@ -28,7 +28,9 @@ def upcast_float16(model: ir.Model) -> bool:
         if value.const_value is not None and value.const_value.dtype == _F16:
             value.const_value = _widened(value.const_value)
             changed = True
-    values = list(graph.inputs)
+    # Initializers too: a value keeps its declared type apart from its tensor's, and a float16
+    # declaration left on a widened weight would be written out as such.
+    values = [*graph.inputs, *graph.initializers.values()]
     for node in graph:
         values.extend(node.outputs)
         for name in ("value", "value_float"):  # Constant, ConstantOfShape

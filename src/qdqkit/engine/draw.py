@@ -22,11 +22,12 @@ from qdqkit.core.atomic import write_text_atomic
 from qdqkit.core.errors import OutputError
 from qdqkit.engine.columns import Columns, cross_link, wrap_columns
 from qdqkit.engine.drawn_graph import DrawnGraph, drawn_graph
+from qdqkit.engine.layer_roles import is_compute_layer
 from qdqkit.engine.layout import layered_layout
 from qdqkit.report.html_page import HtmlPage, escape, render_page
 from qdqkit.report.names import common_prefix, display_name
 from qdqkit.trt.engine import EngineGraph, EngineLayer, EngineTensor, Precision
-from qdqkit.trt.engine_analysis import is_compute, latency_sum, precision_signature
+from qdqkit.trt.engine_analysis import latency_sum, precision_signature
 
 NODE_W, NODE_H, RANK_GAP, NODE_GAP = 240.0, 54.0, 24.0, 24.0
 MARGIN = 24.0
@@ -246,13 +247,18 @@ def render_svg(graph: EngineGraph, drawn: DrawnGraph | None = None) -> str:
 
 
 def _summary_line(graph: EngineGraph) -> str:
-    compute = [la for la in graph.layers if is_compute(la)]
-    int8 = sum(1 for la in compute if la.precision is Precision.INT8)
-    parts = [f"{len(graph)} layers", f"{int8}/{len(compute)} compute layers INT8",
+    compute = [la for la in graph.layers if is_compute_layer(la)]
+    if graph.metadata.get("names_only"):
+        int8 = f"{len(compute)} compute layers, INT8 unknown (names-only export)"
+    else:
+        count = sum(1 for la in compute if la.precision is Precision.INT8)
+        int8 = f"{count}/{len(compute)} compute layers INT8"
+    parts = [f"{len(graph)} layers", int8,
              f"{len(graph.reformats())} Reformats ({len(graph.qdq_reformats())} from Q/DQ)"]
     total = latency_sum(graph.layers)
     if total is not None:
-        parts.append(f"{total:.3f} ms summed layer time")
+        measure = graph.metadata.get("profile_measure")
+        parts.append(f"{total:.3f} ms summed layer time" + (f" ({measure})" if measure else ""))
     return " · ".join(parts)
 
 

@@ -8,14 +8,14 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
+from qdqkit.engine.layer_roles import NON_COMPUTE_ROLES, is_compute_layer, non_compute_role
 from qdqkit.rules import Finding, units_for
 from qdqkit.rules.engine_context import EngineContext, ReformatInfo
 from qdqkit.trt.engine import EngineGraph, EngineLayer, LayerKind, Precision
 from qdqkit.trt.engine_analysis import (
-    is_compute,
     is_copy_node,
     latency_sum,
     precision_signature,
@@ -48,6 +48,8 @@ class EngineReport:
     schema: str
     layer_count: int
     compute_layer_count: int
+    # The other layers by role (``engine.layer_roles``); Reformat and NoOp always listed.
+    non_compute_counts: dict[str, int]
     has_profile: bool
     names_only: bool
     by_kind: list[Bucket]
@@ -60,6 +62,7 @@ class EngineReport:
     int8_layer_share: float | None
     int8_time_share: float | None
     total_layer_latency_ms: float | None
+    layer_latency_measure: str | None  # the profile field summed: "averageMs" or "medianMs"
     end_to_end_median_ms: float | None
     end_to_end_source: str | None
     slowest: list[SlowLayer]
@@ -105,14 +108,40 @@ def _reformat_infos(graph: EngineGraph) -> list[ReformatInfo]:
     return infos
 
 
+def _non_compute_counts(graph: EngineGraph) -> dict[str, int]:
+    roles = [non_compute_role(layer) for layer in graph.layers]
+    return {role: roles.count(role) for role in NON_COMPUTE_ROLES
+            if role in ("Reformat", "NoOp") or role in roles}
+
+
+def _with_unmatched_time(finding: Finding, graph: EngineGraph) -> Finding:
+    """The profile-mismatch finding with the time its records hold: every figure of the report
+    leaves that time out, so the reader must see how much it is."""
+    unmatched = finding.layers
+    lost = graph.metadata.get("unmatched_profile_ms")
+    whole = graph.metadata.get("profile_ms")
+    if lost is None or not whole:
+        return finding
+    records = EngineContext.counted(len(unmatched), "profile record", "name")
+    their = "its" if len(unmatched) == 1 else "their"
+    return replace(
+        finding, latency_ms=lost,
+        message=f"{records} no layer of this engine (first: {unmatched[0]!r}); {their} "
+        f"{lost:.3f} ms ({lost / whole:.1%} of the profile's time) is left out of every figure "
+        "here; were the two files exported from the same build?",
+    )
+
+
 def _findings(graph: EngineGraph, reformats: list[ReformatInfo], names_only: bool) -> list[Finding]:
     ctx = EngineContext(graph, reformats, names_only)
-    return [finding for unit in units_for("engine") for finding in unit.run(ctx)]
+    findings = [finding for unit in units_for("engine") for finding in unit.run(ctx)]
+    return [_with_unmatched_time(f, graph) if f.code == "QDQ602" and f.layers else f
+            for f in findings]
 
 
 def report_engine(graph: EngineGraph, top: int = 10) -> EngineReport:
     """Summarize ``graph``: counts and time by kind and precision, Reformats, findings."""
-    compute = [layer for layer in graph.layers if is_compute(layer)]
+    compute = [layer for layer in graph.layers if is_compute_layer(layer)]
     total = latency_sum(graph.layers)
     int8_compute = [la for la in compute if la.precision is Precision.INT8]
     int8_time = latency_sum(int8_compute)
@@ -131,6 +160,7 @@ def report_engine(graph: EngineGraph, top: int = 10) -> EngineReport:
         schema=str(graph.metadata.get("schema", "predicted" if graph.source == "predicted" else "?")),
         layer_count=len(graph.layers),
         compute_layer_count=len(compute),
+        non_compute_counts=_non_compute_counts(graph),
         has_profile=total is not None,
         names_only=names_only,
         by_kind=_buckets(_group(graph.layers, lambda la: la.kind.value)),
@@ -147,6 +177,7 @@ def report_engine(graph: EngineGraph, top: int = 10) -> EngineReport:
         int8_layer_share=len(int8_compute) / len(compute) if compute and not names_only else None,
         int8_time_share=(int8_time or 0.0) / total if total and not names_only else None,
         total_layer_latency_ms=total,
+        layer_latency_measure=graph.metadata.get("profile_measure") if total is not None else None,
         end_to_end_median_ms=end_to_end.median_ms if end_to_end else None,
         end_to_end_source=(f"{end_to_end.measure} median, {Path(end_to_end.source).name}"
                            if end_to_end else None),

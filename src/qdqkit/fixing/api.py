@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import onnx
@@ -72,16 +72,20 @@ def fix(
     calib_limit: int | None = None,
     keep_float: Sequence[str] = (),
     dry_run: bool = False,
+    shapes: Mapping[str, Sequence[int]] | None = None,
 ) -> FixResult:
     """Repair ``model``'s Q/DQ placement (see the module docstring); with ``output`` (and not
     ``dry_run``), write the repaired model there. ``trt`` and ``target`` left out: what
-    ``qdqkit quantize`` recorded in the model, else 8.6 and gpu (``trt.build_record``)."""
+    ``qdqkit quantize`` recorded in the model, else 8.6 and gpu (``trt.build_record``).
+    ``shapes``: the input shapes to weigh Reformats against INT8 savings at (rule 4), for inputs
+    with symbolic dimensions; the calibration data's shapes when ``calib`` is given."""
     with paused_cyclic_gc():
         # Graph IR is millions of small linked objects: the collector would rescan them, alive,
         # at every generation threshold, a cost that grows faster than the graph.
         request = calib if isinstance(calib, DataRequest) or calib is None else DataRequest(
             calib, batch=calib_batch, limit=calib_limit)
-        return _fix(model, output, rules, trt, target, request, list(keep_float), dry_run)
+        return _fix(model, output, rules, trt, target, request, list(keep_float), dry_run,
+                    dict(shapes or (request.shapes if request is not None else None) or {}))
 
 
 def _fix(
@@ -93,6 +97,7 @@ def _fix(
     calib: DataRequest | None,
     keep_float: list[str],
     dry_run: bool,
+    shapes: dict[str, Sequence[int]],
 ) -> FixResult:
     start = time.perf_counter()
     if trt is not None:
@@ -122,11 +127,13 @@ def _fix(
         first, types, view = _check(working, trt, target)
     actions: list[FixAction] = []
     skipped: dict[str, None] = {}
+    notes: dict[str, str] = {}  # tensor or weighted op -> why it was left as it is
     calibrated: dict[str, float] = {}
     rounds = 0
     current = first
     unpaid: dict[str, str] = {}
     judged_changes: list[str] = []
+    unweighed = ""
     for judged in (False, True):
         for _ in range(MAX_ROUNDS):
             findings = fixers_of(current, fixers)
@@ -140,8 +147,11 @@ def _fix(
                 plan = plan_target(working, target=target, extra_scales=calibrated,
                                    types=types.types, view=view, exclude=kept_names)
             for tensors in plan.missing.values():
-                skipped[f"no scale for {', '.join(repr(t) for t in tensors[:4])}: nothing next "
-                        "to it carries one; give --calib data to compute it"] = None
+                reason = (f"no scale for {', '.join(repr(t) for t in tensors[:4])}: nothing next "
+                          "to it carries one; give --calib data to compute it")
+                skipped[reason] = None
+                notes.update((t, reason) for t in tensors)
+            notes.update(plan.unscaled)
             session = start_session(working, plan, types=types.types)
             changed = False
             for finding in findings:
@@ -151,6 +161,7 @@ def _fix(
                 changed = unit.fix(finding, working) or changed
                 actions.append(FixAction(finding.code, rule(finding.code).name, finding.message,
                                          tuple(session.log[mark:])))
+            notes.update(session.notes)
             end_session(working)
             current, types, view = _check(working, trt, target, types)
             if not changed:
@@ -158,7 +169,14 @@ def _fix(
         left = fixers_of(current, fixers)
         if judged or not left or target != "gpu":
             break
-        region_nodes = _unpaid_regions(working, trt, left)  # rule 4
+        if not shapes and calib is not None and _symbolic_input(working) is not None:
+            shapes = _data_shapes(working, calib)
+        timed = _timed_model(working, shapes)  # rule 4
+        if timed is None:
+            unweighed = (f"input '{_symbolic_input(working)}' has symbolic dimensions: give "
+                         "--shapes (or --calib data) to weigh Reformats against INT8 savings")
+            break
+        region_nodes = _unpaid_regions(timed, trt, left)
         if not region_nodes:
             break
         _, changes = _keep_float(working, sorted(region_nodes), where)
@@ -173,14 +191,14 @@ def _fix(
         # New scales and weights are initializers that are not graph inputs: IR version 4 on.
         working.ir_version = max(working.ir_version or 0, _MIN_IR_VERSION)
     left = fixers_of(current, fixers)
-    reasons = list(skipped) or ["the target placement does not remove it"]
-    unfixed = [Unfixed(f.code, f.message, reasons[0]) for f in left]
+    unfixed = [Unfixed(f.code, f.message, _why_left(f, notes)) for f in left]
     result = FixResult(
         source=where, output=None if dry_run or out_path is None else str(out_path),
         dry_run=dry_run, trt=trt, target=target, from_model=from_model, rounds=rounds, prepared=prepared,
         actions=actions, skipped=list(skipped), unfixed=unfixed, before=before,
         after=_figures(current), fixable_before=fixable_before, fixable_after=len(left),
         model=working, unpaid_float=unpaid, unpaid_changes=judged_changes,
+        unweighed=unweighed,
     )
     if out_path is not None and not dry_run:
         protected = (source_path,) if source_path is not None else ()
@@ -204,6 +222,42 @@ def _check(model: ir.Model, trt: str, target: str, before: RoundTypes | None = N
     prediction = run_prediction(model, trt=trt, target=target, types=types)
     return (check_prediction(prediction, "", kept=kept_float(model)),
             RoundTypes.of(model, prediction.facts.types), prediction.facts.view)
+
+
+def _why_left(finding: Finding, notes: Mapping[str, str]) -> str:
+    """Why a fixable finding is still there: what was noted of one of its tensors or nodes."""
+    for name in (*finding.tensors, *finding.nodes):
+        if name in notes:
+            return notes[name]
+    return "the target placement does not remove it"
+
+
+def _symbolic_input(model: ir.Model) -> str | None:
+    """The first network input with a symbolic or unknown dimension (or no shape at all)."""
+    for value in model.graph.inputs:
+        if value.name in model.graph.initializers:
+            continue
+        if value.shape is None or not all(isinstance(d, int) for d in value.shape):
+            return value.name or "?"
+    return None
+
+
+def _data_shapes(model: ir.Model, data: DataRequest) -> dict[str, Sequence[int]]:
+    """The input shapes of the first batch of ``data``: what the model is deployed on."""
+    first = next(iter(data.open(ir.serde.serialize_model(model))), None)
+    return {name: tuple(array.shape) for name, array in (first or {}).items()}
+
+
+def _timed_model(model: ir.Model, shapes: Mapping[str, Sequence[int]]) -> ir.Model | None:
+    """What rule 4 times: ``model``, or a copy with ``shapes`` applied; None when an input keeps
+    a symbolic dimension (counted as 1, a 640 x 640 detector would be timed on one pixel, where
+    no INT8 region pays, and every conv would be kept float)."""
+    from qdqkit.linting.latency import apply_shapes
+
+    if shapes:
+        model = model.clone()
+        apply_shapes(model, shapes)
+    return None if _symbolic_input(model) is not None else model
 
 
 def _unpaid_regions(model: ir.Model, trt: str, left: list[Finding]

@@ -81,6 +81,8 @@ class FixResult:
     # Nodes settled float because their INT8 region does not pay for its Reformats -> why.
     unpaid_float: dict[str, str] = field(default_factory=dict)
     unpaid_changes: list[str] = field(default_factory=list)  # what settling them changed
+    # Why the Reformats were not weighed against INT8 savings (rule 4), when they were not.
+    unweighed: str = ""
 
     @property
     def changed(self) -> bool:
@@ -109,7 +111,7 @@ class FixResult:
             "rounds": self.rounds,
             "nothing_to_fix": self.nothing_to_fix, "changed": self.changed,
             "prepared": self.prepared, "unpaid_float": self.unpaid_float,
-            "unpaid_changes": self.unpaid_changes,
+            "unpaid_changes": self.unpaid_changes, "unweighed": self.unweighed or None,
             "fixes": {code: [a.to_json() for a in actions]
                       for code, actions in self.by_rule().items()},
             "skipped": self.skipped, "unfixed": [u.to_json() for u in self.unfixed],

@@ -25,28 +25,33 @@ class ConstantsToInitializers(ir.passes.InPlacePass):
         graph = model.graph
         changed = False
         for node in list(graph):
-            if node.op_type != "Constant" or node.domain not in ("", "ai.onnx"):
-                continue
-            array = _constant_value(node)
-            out = node.outputs[0]
-            if array is None or out.is_graph_output() or not out.name:
-                continue
-            name = out.name
-            out.name = f"{name}__constant_node"
-            value = ir.Value(name=name, const_value=ir.Tensor(array, name=name))
-            value.shape = ir.Shape(array.shape)
-            value.dtype = ir.DataType.from_numpy(array.dtype)
-            graph.register_initializer(value)
-            for use in list(out.uses()):
-                use.node.replace_input_with(use.idx, value)
-            graph.remove(node, safe=True)
-            changed = True
+            if node.op_type == "Constant" and node.domain in ("", "ai.onnx"):
+                changed = constant_to_initializer(graph, node) is not None or changed
         inputs = [v for v in graph.inputs if v.name not in graph.initializers]
         if len(inputs) != len(graph.inputs):
             graph.inputs.clear()
             graph.inputs.extend(inputs)
             changed = True
         return ir.passes.PassResult(model, modified=changed)
+
+
+def constant_to_initializer(graph: ir.Graph, node: ir.Node) -> ir.Value | None:
+    """Rule 1 for one Constant node of ``graph``: the initializer now read in its place, or None
+    when it stays (no tensor value, or its output is a graph output or has no name)."""
+    array = _constant_value(node)
+    out = node.outputs[0]
+    if array is None or out.is_graph_output() or not out.name:
+        return None
+    name = out.name
+    out.name = f"{name}__constant_node"
+    value = ir.Value(name=name, const_value=ir.Tensor(array, name=name))
+    value.shape = ir.Shape(array.shape)
+    value.dtype = ir.DataType.from_numpy(array.dtype)
+    graph.register_initializer(value)
+    for use in list(out.uses()):
+        use.node.replace_input_with(use.idx, value)
+    graph.remove(node, safe=True)
+    return value
 
 
 def _constant_value(node: ir.Node) -> np.ndarray | None:

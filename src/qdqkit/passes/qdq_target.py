@@ -5,7 +5,9 @@
    clone); each activation's INT8 scale is read from the Q that quantized it first: an int8 zero
    point of 0 keeps its scale, any other zero point keeps the range it covered,
    ``amax = scale * max(zp - qmin, qmax - zp)``, as a symmetric scale ``amax / 127``. Several Qs
-   on one tensor: the widest wins.
+   on one tensor: the widest wins. An activation quantized per channel (NNCF does it to the
+   inputs of depthwise convs; TensorRT cannot build it) gets its widest channel's scale, which
+   clips no value that its own channel's scale did not.
 2. ``trt.placement.plan_placement`` places Q/DQ on the stripped copy, its Constant-node weights
    made initializers first as ``quantize`` makes them. A scale group (Concat, MaxPool
    and SPPF families, Add inputs) takes the widest scale any member carries; a group no member
@@ -65,9 +67,12 @@ class QdqTarget:
 
 
 def activation_scale(params: QuantParams) -> float | None:
-    """The symmetric int8 scale covering the range one activation Q/DQ represents (rule 1)."""
-    if params.per_channel or params.blocked:
+    """The symmetric int8 scale covering the range one activation Q/DQ represents (rule 1); per
+    channel (which TensorRT cannot build on an activation), the widest channel's."""
+    if params.blocked:
         return None
+    if params.per_channel:
+        return _widest_channel_scale(params)
     scale = abs(params.scalar_scale)
     zp = 0 if params.zero_point is None else int(np.asarray(params.zero_point).reshape(-1)[0])
     if params.quant_dtype == ir.DataType.INT8 and zp == 0:
@@ -78,6 +83,20 @@ def activation_scale(params: QuantParams) -> float | None:
     if lo == hi:
         return None
     return float(np.float32(scale * max(zp - lo, hi - zp) / 127.0))
+
+
+def _widest_channel_scale(params: QuantParams) -> float | None:
+    scales = np.abs(np.asarray(params.scale, dtype=np.float64).reshape(-1))
+    zps = (np.zeros(1, np.int64) if params.zero_point is None
+           else np.asarray(params.zero_point, dtype=np.int64).reshape(-1))
+    if zps.size not in (1, scales.size):
+        return None
+    if (params.quant_dtype == ir.DataType.INT8 or params.zero_point is None) and not zps.any():
+        return float(scales.max())
+    lo, hi = quant_range(params.quant_dtype)
+    if lo == hi:
+        return None
+    return float(np.float32((scales * np.maximum(zps - lo, hi - zps)).max() / 127.0))
 
 
 def carried_scales(model: ir.Model, view: QdqView | None = None) -> dict[str, float]:

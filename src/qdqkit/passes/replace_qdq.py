@@ -3,11 +3,15 @@
 Rules:
 1. For each tensor in scope (with every tensor of its scale group), the activation Q/DQ reading it
    are compared with the target's (``qdq_target``): which readers read it through which scales,
-   which readers share one Q, int8 with zero point 0. When they differ, every Q/DQ chain on the
-   tensor is removed (its readers read the tensor again; a network output keeps its name) and the
-   target's pairs are inserted with ``InsertQdq``. A tensor that already matches is left alone.
+   which readers share one Q, int8 with zero point 0 and one scale. When they differ, every Q/DQ
+   chain on the tensor is removed (its readers read the tensor again; a network output keeps its
+   name) and the target's pairs are inserted with ``InsertQdq``: a tensor quantized per channel,
+   or uint8 from zero where it cannot be negative, gets one int8 per-tensor pair covering its
+   range. A tensor that already matches is left alone, and so is one with any other asymmetric Q
+   (it clamps, which a symmetric pair would not do).
 2. A weighted op in scope that the target quantizes gets its float weight quantized per output
-   channel; one the target keeps float reads its weight dequantized to float.
+   channel (a weight stored in a Constant node read by it alone becomes an initializer first);
+   one the target keeps float reads its weight dequantized to float.
 3. The work is proportional to the scope: names are looked up in an index built once per
    ``RepairSession`` (one per round of ``fix``), never by scanning the graph.
 """
@@ -20,11 +24,12 @@ from dataclasses import dataclass, field
 import numpy as np
 import onnx_ir as ir
 
-from qdqkit.core.constants import new_constant
+from qdqkit.core.constants import constant_array, new_constant
 from qdqkit.core.qdq import WEIGHTED_OPS, is_dequantize, is_quantize, node_label, read_params
 from qdqkit.core.qdq_math import dequantize
 from qdqkit.core.shapes import ValueTypes, infer_value_types
 from qdqkit.core.weights import weight_index
+from qdqkit.passes.constants_to_initializers import constant_to_initializer
 from qdqkit.passes.input_cast_qdq import quantize_before_input_cast
 from qdqkit.passes.insert_qdq import (
     ActivationQdq,
@@ -58,6 +63,8 @@ class RepairSession:
     # Tensors and weighted ops already made to match the target this session: the target does
     # not change within a session, so a second finding naming them has nothing left to do.
     settled: set[ir.Value | ir.Node] = field(default_factory=set)
+    # Tensors left as they are on purpose -> why (what ``fix`` says of a finding left there).
+    notes: dict[str, str] = field(default_factory=dict)
 
     def dtype_of(self, value: ir.Value) -> ir.DataType | None:
         if value.dtype is None and not self.has_half:
@@ -122,50 +129,79 @@ def float_root(value: ir.Value | None) -> ir.Value | None:
     return value
 
 
-def _chains(value: ir.Value) -> tuple[list[tuple[ir.Node, tuple[float, ...], bool]],
+# How a Q on a chain stands against the target's int8, zero point 0, per-tensor pairs; a chain
+# takes its worst Q's. Replaceable: int8 per channel, or uint8 from zero on a tensor that cannot
+# be negative (its clamp at zero clamps nothing), both of which the target's pair represents.
+_CLEAN, _REPLACEABLE, _ASYMMETRIC = 0, 1, 2
+# The mark a chain's scales end with in a signature: a replaceable chain is replaced by the
+# target's pair, an asymmetric one is left alone (rule 1).
+_MARKS = {_REPLACEABLE: -2.0, _ASYMMETRIC: -1.0}
+# Ops whose output is never negative.
+_NON_NEGATIVE = frozenset({"Relu", "Sigmoid", "HardSigmoid", "Softmax", "Abs", "Exp"})
+
+
+def _chains(value: ir.Value) -> tuple[list[tuple[ir.Node, tuple[float, ...], int]],
                                       list[ir.Node], list[ir.Node]]:
-    """Final readers of ``value`` with the scales along their chain and whether each Q is int8
-    zero point 0; the Q and DQ nodes of every chain."""
-    readers: list[tuple[ir.Node, tuple[float, ...], bool]] = []
+    """Final readers of ``value`` with the scales along their chain and how its Qs stand
+    (``_CLEAN``, ``_REPLACEABLE``, ``_ASYMMETRIC``); the Q and DQ nodes of every chain."""
+    readers: list[tuple[ir.Node, tuple[float, ...], int]] = []
     qs: list[ir.Node] = []
     dqs: list[ir.Node] = []
-    stack: list[tuple[ir.Value, tuple[float, ...], bool]] = [(value, (), True)]
+    stack: list[tuple[ir.Value, tuple[float, ...], int]] = [(value, (), _CLEAN)]
     while stack:
-        current, scales, clean = stack.pop()
+        current, scales, kind = stack.pop()
         for use in list(current.uses()):
             node = use.node
             if is_quantize(node) and use.idx == 0:
                 qs.append(node)
-                scale, ok = _q_info(node)
+                scale, q_kind = _q_info(node)
                 for dq_use in node.outputs[0].uses():
                     if is_dequantize(dq_use.node):
                         dqs.append(dq_use.node)
                         stack.append((dq_use.node.outputs[0],
-                                      (*scales, float(np.float32(scale or 0.0))), clean and ok))
+                                      (*scales, float(np.float32(scale or 0.0))),
+                                      max(kind, q_kind)))
             else:
-                readers.append((node, scales, clean))
+                readers.append((node, scales, kind))
     return readers, qs, dqs
 
 
-_Q_INFO: dict[ir.Node, tuple[float | None, bool]] = {}
+_Q_INFO: dict[ir.Node, tuple[float | None, int]] = {}
 
 
-def _q_info(q: ir.Node) -> tuple[float | None, bool]:
-    """A Q's symmetric int8 scale and whether it already is int8 with zero point 0 (memoized for
-    the nodes of the current session: Q/DQ parameters never change once a Q is made)."""
+def _q_info(q: ir.Node) -> tuple[float | None, int]:
+    """A Q's symmetric int8 scale and how it stands (``_CLEAN``: int8, zero point 0, one scale),
+    memoized for the nodes of the current session: Q/DQ parameters never change once a Q is
+    made."""
     found = _Q_INFO.get(q)
     if found is None:
         params = read_params(q)
         scale = activation_scale(params) if params is not None else None
-        ok = (params is not None and params.quant_dtype == ir.DataType.INT8
-              and params.zero_point_is_zero and scale is not None)
-        found = _Q_INFO[q] = (scale, ok)
+        kind = _ASYMMETRIC
+        if params is None or scale is None or not params.zero_point_is_zero:
+            pass
+        elif params.quant_dtype == ir.DataType.INT8:
+            kind = _REPLACEABLE if params.per_channel else _CLEAN
+        elif params.quant_dtype == ir.DataType.UINT8 and _non_negative(q.inputs[0]):
+            kind = _REPLACEABLE
+        found = _Q_INFO[q] = (scale, kind)
     return found
+
+
+def _non_negative(value: ir.Value | None) -> bool:
+    producer = value.producer() if value is not None else None
+    if producer is None or producer.domain not in ("", "ai.onnx"):
+        return False
+    if producer.op_type == "Clip" and len(producer.inputs) > 1:
+        low = constant_array(producer.inputs[1])
+        return low is not None and low.size == 1 and float(low.reshape(-1)[0]) >= 0
+    return producer.op_type in _NON_NEGATIVE
 
 
 def _current_signature(value: ir.Value) -> Signature:
     readers, qs, _ = _chains(value)
-    pairs = frozenset((node_label(r), s if clean else (*s, -1.0)) for r, s, clean in readers)
+    pairs = frozenset((node_label(r), (*s, _MARKS[kind]) if kind in _MARKS else s)
+                      for r, s, kind in readers)
     shared = frozenset(
         frozenset(node_label(u.node) for dq in (d.node for d in q.outputs[0].uses())
                   for u in dq.outputs[0].uses())
@@ -175,7 +211,7 @@ def _current_signature(value: ir.Value) -> Signature:
 
 
 def _asymmetric(signature: Signature) -> bool:
-    return any(scales and scales[-1] == -1.0 for _, scales in signature[0])
+    return any(scales and scales[-1] == _MARKS[_ASYMMETRIC] for _, scales in signature[0])
 
 
 def _dq_output(value: ir.Value) -> ir.Value | None:
@@ -300,9 +336,15 @@ def repair_scope(model: ir.Model, nodes: Iterable[str] = (), tensors: Iterable[s
             continue
         session.settled.add(value)
         current, wanted = _current_signature(value), _target_signature(value, session)
-        if current == wanted or _asymmetric(current):
+        if current == wanted:
+            continue
+        if _asymmetric(current):
             # An asymmetric Q clamps (onnxruntime drops a Relu whose Q starts at zero): a
             # symmetric pair would not, so such a tensor is left for a re-export.
+            session.notes[value.name or ""] = (
+                "its Q is asymmetric (a non-zero zero point, or uint8 on a tensor that can be "
+                "negative): it clamps where a symmetric pair would not; re-export it as INT8 "
+                "with a zero point of 0")
             continue
         _strip(value, graph)
         dtype = session.dtype_of(value)
@@ -320,6 +362,8 @@ def repair_scope(model: ir.Model, nodes: Iterable[str] = (), tensors: Iterable[s
             continue
         session.settled.add(node)
         label = node_label(node)
+        if label in session.target.quantized_weighted:
+            _weight_into_initializer(graph, node)
         if label in session.target.quantized_weighted and _float_weight(node) is not None:
             weights.append(node)
             actions.append(f"weight of '{label}' quantized per output channel")
@@ -368,6 +412,23 @@ def _weight_input(node: ir.Node) -> int | None:
     return weight_index(node, lambda i: node.inputs[i] is not None and (
         node.inputs[i].const_value is not None  # type: ignore[union-attr]
         or dq_of_constant(node.inputs[i]) is not None))
+
+
+def _weight_into_initializer(graph: ir.Graph, node: ir.Node) -> None:
+    """A float weight stored in a Constant node (paddle2onnx's way) becomes an initializer, to be
+    quantized in place as the target planned it (``qdq_target`` reads such weights as stored)."""
+    index = weight_index(node, lambda i: node.inputs[i] is not None and _constant_node(
+        node.inputs[i]) is not None)
+    producer = _constant_node(node.inputs[index]) if index is not None else None
+    if producer is not None and len(producer.outputs[0].uses()) == 1:
+        constant_to_initializer(graph, producer)
+
+
+def _constant_node(value: ir.Value | None) -> ir.Node | None:
+    producer = value.producer() if value is not None else None
+    if producer is None or producer.op_type != "Constant" or producer.domain not in ("", "ai.onnx"):
+        return None
+    return producer
 
 
 def _float_weight(node: ir.Node) -> ir.Value | None:

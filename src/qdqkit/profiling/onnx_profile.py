@@ -17,6 +17,7 @@ import json
 import os
 import statistics
 import tempfile
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,9 +27,10 @@ import onnx
 import onnx_ir as ir
 
 from qdqkit.core.atomic import write_text_atomic
-from qdqkit.core.data import DataRequest, DataSource, open_data
+from qdqkit.core.data import CalibrationData, DataRequest, DataSource, open_data
 from qdqkit.core.errors import QdqkitError
 from qdqkit.core.macs import macs_of
+from qdqkit.core.numerics import ort_message
 from qdqkit.core.shapes import infer_value_types
 
 
@@ -83,10 +85,14 @@ def _named(proto: onnx.ModelProto) -> onnx.ModelProto:
 def profile_model(
     model: str | os.PathLike[str], data: DataSource | DataRequest | None = None, *,
     runs: int = 10,
-    batch: int | None = None, seed: int = 0, optimized: bool = False,
-    trace: str | os.PathLike[str] | None = None, threads: int = 0,
+    batch: int | None = None, seed: int = 0, shapes: Mapping[str, Sequence[int]] | None = None,
+    optimized: bool = False, trace: str | os.PathLike[str] | None = None, threads: int = 0,
 ) -> OnnxProfile:
-    """Profile ``model`` on onnxruntime CPU with the first batch of ``data`` (random if None)."""
+    """Profile ``model`` on onnxruntime CPU with the first batch of ``data`` (random if None).
+
+    ``shapes`` gives the random inputs (``data`` None) their full shapes where the model leaves
+    dimensions symbolic; a ``DataRequest`` carries its own.
+    """
     import onnxruntime as ort
 
     from qdqkit.core.model_io import load_model
@@ -98,9 +104,10 @@ def profile_model(
     proto = _named(ir.serde.serialize_model(loaded))
     if isinstance(data, DataRequest):
         stream = data.open(proto)
+    elif data is None:
+        stream = _random_batch(proto, batch, shapes, seed)
     else:
-        stream = open_data("random" if data is None else data, proto, batch=batch, limit=None
-                           if data is not None else 1, seed=seed)
+        stream = open_data(data, proto, batch=batch, shapes=shapes, seed=seed)
     feeds = next(iter(stream), None)
     if feeds is None:
         raise QdqkitError(f"{stream.description}: gave no samples to run the model on")
@@ -119,9 +126,9 @@ def profile_model(
                                            providers=["CPUExecutionProvider"])
             for _ in range(runs + 1):
                 session.run(None, feeds)
-        except Exception as exc:
-            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-            raise QdqkitError(f"{path}: onnxruntime cannot run the model: {first[:300]}") from None
+        except Exception as exc:  # onnxruntime raises its own exception classes
+            raise QdqkitError(f"{path}: onnxruntime cannot run the model: "
+                              f"{ort_message(exc)}") from None
         events = json.loads(Path(session.end_profiling()).read_text(encoding="utf-8"))
     measured = _measured(events)
     result = _summarize(path, proto, feeds, measured, runs, stream.description, optimized)
@@ -133,6 +140,14 @@ def profile_model(
                            "otherData": {"model": str(path), "runs": runs}}, indent=None)
         result.trace = str(write_text_atomic(Path(trace), text + "\n", protected=(path,)))
     return result
+
+
+def _random_batch(proto: onnx.ModelProto, batch: int | None,
+                  shapes: Mapping[str, Sequence[int]] | None, seed: int) -> CalibrationData:
+    """One seeded random batch of the size ``batch``, ``shapes`` or the model give."""
+    size = open_data("random", proto, batch=batch, shapes=shapes, seed=seed, limit=1).batch
+    # The random source's limit counts samples: one batch needs ``size`` of them.
+    return open_data("random", proto, batch=batch, shapes=shapes, seed=seed, limit=size)
 
 
 def _measured(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -183,15 +198,12 @@ def _summarize(path: Path, proto: onnx.ModelProto, feeds: dict[str, np.ndarray],
 def _node_costs(proto: onnx.ModelProto, feeds: dict[str, np.ndarray]
                 ) -> dict[str, tuple[int | None, int | None]]:
     """MACs and bytes moved per node, with the graph inputs fixed to the fed shapes."""
-    shaped = onnx.ModelProto()
-    shaped.CopyFrom(proto)
-    for value in shaped.graph.input:
-        if value.name in feeds:
-            dims = value.type.tensor_type.shape.dim
-            del dims[:]
-            for size in feeds[value.name].shape:
-                dims.add().dim_value = int(size)
-    model = ir.serde.deserialize_model(shaped)
+    from qdqkit.linting.latency import apply_shapes
+
+    model = ir.serde.deserialize_model(proto)  # a copy: the shapes go into it
+    # ``apply_shapes`` also drops stored intermediate shapes with symbolic dimensions, which
+    # would otherwise win over inference and count those dimensions as 1.
+    apply_shapes(model, {name: array.shape for name, array in feeds.items()})
     types = infer_value_types(model)
     costs: dict[str, tuple[int | None, int | None]] = {}
     for node in model.graph:

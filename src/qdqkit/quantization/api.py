@@ -324,9 +324,11 @@ def _data_shapes(model: ir.Model, data: Any) -> dict[str, list[int]] | None:
 
 
 def _shape_spec(shapes: Mapping[str, list[int]] | None) -> str | None:
-    if not shapes:
+    # A scalar input has no dimension to give (trtexec's --shapes leaves it out too).
+    sized = {name: dims for name, dims in (shapes or {}).items() if dims}
+    if not sized:
         return None
-    return ",".join(f"{name}:{'x'.join(str(d) for d in dims)}" for name, dims in shapes.items())
+    return ",".join(f"{name}:{'x'.join(str(d) for d in dims)}" for name, dims in sized.items())
 
 
 def _guessed_dims(proto: onnx.ModelProto) -> list[str]:

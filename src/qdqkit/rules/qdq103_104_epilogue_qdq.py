@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     import onnx_ir as ir
 
     from qdqkit.rules.model_context import LintContext
+    from qdqkit.trt.predict.fusion import Block
 
 RULES = (
     Rule(
@@ -80,6 +81,22 @@ def _through_qdq(value: ir.Value) -> list[tuple[ir.Node, ir.Node, ir.Node]]:
     return found
 
 
+def _chain_would_take(ctx: LintContext, block: Block, value: ir.Value, reader: ir.Node) -> bool:
+    """Whether the fused chain would take ``reader`` were the Q/DQ gone (``value`` stands for the
+    chain's output): it alone reads it, or it is a SiLU pair, or a pointwise DAG a full conv or
+    GEMM takes on the GPU. A depthwise conv stops at a shared tensor (C7), so a decomposed
+    HardSwish after it is a PointWise layer of its own whose input Q/DQ belongs there."""
+    from qdqkit.trt.predict.fusion import is_depthwise, silu_pair
+
+    facts = ctx.prediction.facts
+    readers = [use.node for use in value.uses()]
+    if readers == [reader] and not value.is_graph_output():
+        return True
+    if silu_pair(facts, value) is not None:
+        return True
+    return facts.generic_epilogues and block.weighted is not None and not is_depthwise(block.weighted)
+
+
 def check(ctx: LintContext) -> Iterator[Finding]:
     from qdqkit.core.qdq import node_label
     from qdqkit.trt.predict.ops import ACTIVATIONS, POOLS, is_default_domain
@@ -91,6 +108,8 @@ def check(ctx: LintContext) -> Iterator[Finding]:
         value = block.output
         for q, dq, reader in _through_qdq(value):
             if reader.op_type not in epilogue_ops or not is_default_domain(reader):
+                continue
+            if not _chain_would_take(ctx, block, dq.outputs[0], reader):
                 continue
             code = "QDQ103" if block.last is block.weighted else "QDQ104"
             split = ctx.prediction.layer_of(reader)

@@ -1,7 +1,8 @@
 """QDQ401, QDQ402, QDQ408: scale and zero point of each Q/DQ node, as the parser reads them (A1-A3).
 
 1. QDQ408: the scale or zero point is computed at run time (no constant to read).
-2. QDQ401: an activation (non-constant input) is quantized with more than one scale.
+2. QDQ401: an activation (non-constant input) is quantized with more than one scale. Its fix
+   re-places the tensor's Q/DQ per tensor, at the widest channel's scale (``passes.qdq_target``).
 3. QDQ402: the zero point is present and not all zeros.
 One check: all three read the node's quantization parameters once.
 """
@@ -24,8 +25,11 @@ RULES = (
         severity=Severity.ERROR,
         summary="an activation is quantized per channel",
         why="TensorRT supports per-channel scales only on constant weights: the build fails.",
-        what_to_do="Quantize activations per tensor.",
-        fixable=False,
+        what_to_do=(
+            "Quantize activations per tensor; `qdqkit fix` gives each one its widest channel's "
+            "scale, which clips no value its own channel's scale did not."
+        ),
+        fixable=True,
         rule_id="A3, D7",
         how_it_checks="An activation (non-constant) Q or DQ has more than one scale.",
     ),

@@ -8,6 +8,12 @@ Steps (each a pass or a small function with its own module):
    paths (TF Reshape/Transpose), BatchNormalization and zero Pads into their Convs;
 3. propagate scales to a fixpoint (``propagate``), choose FP16 layers (``fp16``), write the four files
    atomically (``writer``).
+4. A mixed-precision source (a float16 remainder, as TensorRT 11 models carry) whose inputs and
+   outputs are float32 is widened to float32 first (``core.upcast``), its float32 nodes noted to
+   be pinned FP32 as before. Implicit INT8 takes each layer's precision from the build flags and
+   ``--layerPrecisions``, not from tensor types; float16 types would only round every dequantized
+   and folded weight to float16, and TensorRT would derive its weight scales (max|w|/127) from
+   those rounded values, moving every per-channel scale by up to 2^-12.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from qdqkit.core.errors import QdqkitError, UnsupportedModelError
 from qdqkit.core.gc_pause import paused_cyclic_gc
 from qdqkit.core.model_io import file_sha256, load_model
 from qdqkit.core.qdq import QdqView, is_qdq, node_label
+from qdqkit.core.upcast import upcast_float16
 from qdqkit.core.validation import validate_model
 from qdqkit.passes.fold_batchnorm import FoldBatchNormIntoConv
 from qdqkit.passes.fold_pad import FoldPadIntoConv
@@ -32,7 +39,7 @@ from qdqkit.passes.fold_weight_path import FoldWeightReshapeTranspose
 from qdqkit.passes.name_nodes import NameUnnamedNodes, RenameNodeOutputs
 from qdqkit.passes.scales import ScaleOrigin, ScaleTable
 from qdqkit.passes.strip_qdq import StripQdqPairs
-from qdqkit.translation.fp16 import Fp16Selection, select_fp16_nodes
+from qdqkit.translation.fp16 import Fp16Selection, explicit_fp32_nodes, select_fp16_nodes
 from qdqkit.translation.propagate import PropagationOptions, propagate_scales
 from qdqkit.translation.refusals import check_translatable
 from qdqkit.translation.weight_scales import WeightScaleMismatch, weight_scale_mismatches
@@ -164,6 +171,12 @@ def translate_model(
     constants = view.constant_values
     warnings = check_translatable(view, where, constants)
     mismatches = weight_scale_mismatches(view) if options.check_weight_scales else []
+    fp32_nodes = explicit_fp32_nodes(graph)
+    if fp32_nodes is not None and _float32_interface(graph):
+        # Rule 4: widened before any weight is dequantized or folded.
+        upcast_float16(model)
+        view = QdqView(graph)
+        constants = view.constant_values
     NameUnnamedNodes()(model)
     if options.rename_node_outputs:
         RenameNodeOutputs()(model)
@@ -200,8 +213,8 @@ def translate_model(
     propagated = propagate_scales(graph, scales, options.propagation())
     # The hint starts from the scales before the DLA unary ones that selecting may add.
     propagated_only = _copy_scales(scales) if options.add_unary_ew_scales_for_dla else scales
-    selection = select_fp16_nodes(graph, scales, options.add_unary_ew_scales_for_dla)
-    hint = _propagation_hint(graph, propagated_only, selection, options)
+    selection = select_fp16_nodes(graph, scales, options.add_unary_ew_scales_for_dla, fp32_nodes)
+    hint = _propagation_hint(graph, propagated_only, selection, options, fp32_nodes)
     named = _scales_by_name(graph, scales)
     _check_printable(where, named, selection.nodes)
     if log.isEnabledFor(logging.DEBUG):
@@ -239,7 +252,8 @@ def _copy_scales(table: ScaleTable) -> ScaleTable:
 
 
 def _propagation_hint(
-    graph: ir.Graph, scales: ScaleTable, selection: Fp16Selection, options: TranslateOptions
+    graph: ir.Graph, scales: ScaleTable, selection: Fp16Selection, options: TranslateOptions,
+    fp32_nodes: frozenset[ir.Node] | None = None,
 ) -> PropagationHint | None:
     """If FP16 layers are activations a propagation option covers, measure what it would save.
 
@@ -266,12 +280,17 @@ def _propagation_hint(
     extra = PropagationOptions(propagation.average_pool, propagation.concat, propagation.mul,
                                (*propagation.extra_ops, *ops))
     propagate_scales(graph, wider, extra)
-    after = select_fp16_nodes(graph, wider, options.add_unary_ew_scales_for_dla).nodes
+    after = select_fp16_nodes(graph, wider, options.add_unary_ew_scales_for_dla, fp32_nodes).nodes
     if len(after) >= len(before):
         return None
     option = "--addtl_ops_to_infer_adjacent_scales " + " ".join(
         (*options.addtl_ops_to_infer_adjacent_scales, *ops))
     return PropagationHint(ops, option, len(before), len(after))
+
+
+def _float32_interface(graph: ir.Graph) -> bool:
+    """Whether the network's inputs and outputs are float32 (or not float at all)."""
+    return all(v.dtype != ir.DataType.FLOAT16 for v in (*graph.inputs, *graph.outputs))
 
 
 def _check_printable(where: str, scales: dict[str, float], fp16_nodes: list[str]) -> None:

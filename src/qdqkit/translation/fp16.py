@@ -106,12 +106,26 @@ def _explicit_fp32(node: ir.Node) -> bool:
         out.dtype == ir.DataType.FLOAT for out in floats)
 
 
-def select_fp16_nodes(graph: ir.Graph, scales: ScaleTable, add_unary: bool = False) -> Fp16Selection:
+def explicit_fp32_nodes(graph: ir.Graph) -> frozenset[ir.Node] | None:
+    """The nodes a mixed-precision graph computes in float32 on purpose; None when the graph is
+    not mixed precision. Taken before the graph is widened to float32 (``translate``)."""
+    if not _mixed_precision(graph):
+        return None
+    return frozenset(node for node in graph if _explicit_fp32(node))
+
+
+def select_fp16_nodes(graph: ir.Graph, scales: ScaleTable, add_unary: bool = False,
+                      fp32_nodes: frozenset[ir.Node] | None = None) -> Fp16Selection:
+    """``fp32_nodes``: the source's float32 nodes (``explicit_fp32_nodes``) when the graph was
+    mixed precision before it was widened; by default read from the graph's own types."""
     constant, non_float = _classify(graph)
     selection = Fp16Selection()
     listed: dict[str, None] = {}
     fp32: dict[str, None] = {}
-    mixed = _mixed_precision(graph)
+    if fp32_nodes is None:
+        fp32_nodes = explicit_fp32_nodes(graph)
+    mixed = fp32_nodes is not None
+    chosen = fp32_nodes or frozenset()
     candidates = list(graph.inputs) + [out for node in graph for out in node.outputs]
     for value in candidates:
         if value in scales or value in constant or value in non_float:
@@ -123,13 +137,13 @@ def select_fp16_nodes(graph: ir.Graph, scales: ScaleTable, add_unary: bool = Fal
             selection.unary_tensors.append(value.name or "")
             continue
         producer = value.producer()
-        if mixed and producer is not None and _explicit_fp32(producer):
+        if mixed and producer is not None and producer in chosen:
             fp32.setdefault(producer.name or "", None)
             continue  # a float32 tensor of a float32 node: not an FP16 one
         selection.unscaled_tensors.append(value.name or "")
         for use in value.uses():
             name = use.node.name
-            if mixed and _explicit_fp32(use.node):
+            if mixed and use.node in chosen:
                 fp32.setdefault(name or "", None)
             elif name and name not in listed and _computes_in_float(use.node, non_float):
                 listed[name] = None

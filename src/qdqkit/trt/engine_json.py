@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -108,6 +109,14 @@ _NAME_KIND_RULES: tuple[tuple[str, LayerKind], ...] = (
 _ONNX_LAYER_TAG = re.compile(r"\[ONNX Layer: (.*?)\](?=\x1f|$|\s*\[)", re.DOTALL)
 _REFORMAT_NAME = re.compile(r"^Reformatting CopyNode for (?:Input|Output) Tensor \d+ to ")
 _TYPE_IN_NAME = re.compile(r"\[([A-Za-z]+)\]\s*$")
+# A Myelin subgraph is named "{ForeignNode[first op...last op]}": the two ops in the brackets are
+# only its ends and say nothing about what the subgraph computes, so they never decide its kind.
+_FOREIGN_NODE = re.compile(r"^\{ForeignNode\[.*\]\}$", re.DOTALL)
+# A weight TensorRT reshapes once ("bn.running_var + (Unnamed Layer* 108) [Shuffle]"): stored
+# tensors, named by dotted parameter paths, joined only with unnamed Shuffle or Constant layers.
+# Such a layer reads no activation: it makes a constant.
+_STORED_TENSOR = re.compile(r"^[A-Za-z_]\w*(?:\.\w+)+$")
+_UNNAMED_SHUFFLE_OR_CONSTANT = re.compile(r"^\(Unnamed Layer\* \d+\) \[(?:Shuffle|Constant)\]$")
 _QDQ_WORD = re.compile(r"(?:De)?[Qq]uantize(?:Linear)?")
 
 
@@ -231,14 +240,25 @@ def _kind_from_name(lowered: str) -> LayerKind:
         LayerKind.OTHER)
 
 
+def _makes_constant(name: str) -> bool:
+    parts = [part.strip() for part in name.split(" + ")]
+    return any(_STORED_TENSOR.match(p) for p in parts) and all(
+        _STORED_TENSOR.match(p) or _UNNAMED_SHUFFLE_OR_CONSTANT.match(p) for p in parts)
+
+
 def _layer_from_name(name: str) -> EngineLayer:
     """A names-only layer: the kind is guessed from the name and says so in ``notes``."""
-    if _REFORMAT_NAME.match(name):
+    origin = None
+    # Checked first: the op names inside a ForeignNode's brackets may be anything, Q/DQ included.
+    if _FOREIGN_NODE.match(name):
+        kind = LayerKind.MYELIN
+    elif _makes_constant(name):
+        kind = LayerKind.CONSTANT
+    elif _REFORMAT_NAME.match(name):
         kind, origin = LayerKind.REFORMAT, "layout"
     elif _is_qdq_name(name):
         kind, origin = LayerKind.REFORMAT, "QDQ"
     else:
-        origin = None
         # "(Unnamed Layer* 7) [ElementWise]" names its type; in a fused name it is only the last op.
         copy = _COPY_NAME.search(name)
         bracket = None if " + " in name or copy else _TYPE_IN_NAME.search(name)
@@ -357,17 +377,45 @@ def read_profile(path: str | Path) -> list[LayerTiming]:
     return parse_profile(load_json(path, "trtexec --exportProfile JSON"), path)
 
 
+def _one_statistic(timings: list[LayerTiming]) -> tuple[list[LayerTiming], str]:
+    """The records as ``attach_profile`` should time layers by, and which field that is.
+
+    Every TensorRT writes ``averageMs`` but only 8.2+ writes ``medianMs``: layers are timed by the
+    average whenever the whole profile has it, so the sums of exports of any version compare the
+    same statistic. ``attach_profile`` takes a record's median first, hence the median is dropped.
+    """
+    if all(t.average_ms is not None for t in timings):
+        return [replace(t, median_ms=None) for t in timings], "averageMs"
+    used = sorted({"medianMs" if t.median_ms is not None else "averageMs" for t in timings})
+    return timings, " or ".join(used)
+
+
+def _note_profile_coverage(graph: EngineGraph, timings: list[LayerTiming], measure: str) -> None:
+    """Record how much of the profile's time belongs to records that name no layer: reports
+    must say what they leave out, and refuse a profile that times another engine."""
+    unmatched = set(graph.metadata.get("unmatched_profile_records") or [])
+    graph.metadata["profile_measure"] = measure
+    graph.metadata["profile_records"] = len(timings)
+    graph.metadata["profile_ms"] = round(sum(t.best_ms or 0.0 for t in timings), 6)
+    graph.metadata["unmatched_profile_ms"] = round(
+        sum(t.best_ms or 0.0 for t in timings if t.name in unmatched), 6)
+
+
 def read_engine_graph(
     path: str | Path, profile: str | Path | None = None, timing: str | Path | None = None
 ) -> EngineGraph:
     """Read ``--exportLayerInfo`` JSON and, optionally, ``--exportProfile`` timings.
 
-    ``timing`` is the end-to-end timing of the run (see ``engine_timing.read_timing``); when it is
-    not given, the ``*.metadata.json`` summary beside the profile is used if there is one.
+    Layers are timed by the profile's ``averageMs`` (``medianMs`` when a record lacks it); the
+    field used is ``metadata["profile_measure"]``. ``timing`` is the end-to-end timing of the run
+    (see ``engine_timing.read_timing``); when it is not given, the ``*.metadata.json`` summary
+    beside the profile is used if there is one.
     """
     graph = parse_engine_graph(load_json(path, "trtexec --exportLayerInfo JSON"), path)
     if profile is not None:
-        attach_profile(graph, read_profile(profile), str(profile))
+        timings, measure = _one_statistic(read_profile(profile))
+        attach_profile(graph, timings, str(profile))
+        _note_profile_coverage(graph, timings, measure)
         if timing is None:
             timing = timing_beside(Path(profile))
     if timing is not None:

@@ -29,7 +29,11 @@
 
 ``target="dla"`` instead gives every float tensor a scale, outputs included (I1, I2): DLA's
 implicit INT8 needs one on every tensor, and ``translate`` turns the Q/DQ into the cache. A copy's
-input and output share one scale there too, network outputs included (B4).
+input and output share one scale there too, network outputs included (B4). Except the float tail:
+layers TensorRT has no INT8 form for (Softmax, normalizations, TopK, plugins) whose results reach
+only network outputs, directly or through copies, run float with any scales; a scale on their
+output would be a standalone Q and DQ (E1, E2), one on their input a Reformat after an INT8 writer
+(C4), so both stay float, as network outputs do on the GPU.
 """
 
 from __future__ import annotations
@@ -43,7 +47,7 @@ import onnx_ir as ir
 
 from qdqkit.core.constants import constant_array
 from qdqkit.core.macs import macs_of
-from qdqkit.core.qdq import FLOAT_TYPES, QdqView, node_label
+from qdqkit.core.qdq import FLOAT_TYPES, WEIGHTED_OPS, QdqView, node_label
 from qdqkit.core.shapes import ValueTypes, infer_value_types
 from qdqkit.trt.placement.sizes import reads_softmax, too_small
 from qdqkit.trt.predict.fusion import (
@@ -61,6 +65,7 @@ from qdqkit.trt.predict.ops import (
     POOLS,
     SHAPE_OPS,
     is_default_domain,
+    is_plugin,
 )
 from qdqkit.trt.predict.wanted import commuting_data_index, is_commuting
 
@@ -314,8 +319,10 @@ def _everywhere(
     except tensors inside a conv's fused layer (its BN/activation/residual epilogue): Q/DQ there
     would break the fusion the GPU fallback needs, and ``translate`` carries the layer's scale.
     A pointwise chain's inner tensors do get one: DLA runs each elementwise op as a layer of its
-    own, which stays INT8 only with scales on both sides."""
+    own, which stays INT8 only with scales on both sides. The float tail (``_float_tail``) gets
+    none."""
     _, block_of = form_blocks(facts)
+    tail = _float_tail(facts)
     for node in facts.graph:
         if node in blocked or node.op_type in SHAPE_OPS or node in facts.folded_nodes:
             continue
@@ -324,7 +331,7 @@ def _everywhere(
         for index, value in enumerate(node.inputs):
             if node in facts.weighted and index == facts.view.weight_index(node):
                 continue
-            if _float_data(facts, value) and value is not None:
+            if _float_data(facts, value) and value is not None and not _read_by(tail, value):
                 producer = value.producer()
                 block = block_of.get(producer) if producer is not None else None
                 inside = block is not None and block.weighted is not None and (
@@ -333,8 +340,55 @@ def _everywhere(
                     qreaders.setdefault(value, {})[node] = None
     for value in facts.graph.outputs:
         producer = value.producer()
-        if _float_data(facts, value) and (producer is None or producer not in blocked):
+        if _float_data(facts, value) and (producer is None or (
+                producer not in blocked and producer not in tail)):
             qreaders.setdefault(value, {})
+
+
+def _float_tail(facts: GraphFacts) -> set[ir.Node]:
+    """DLA: the layers with no INT8 form (``_runs_float``) whose results reach only network
+    outputs (or shape reads), with the copies between them and those outputs or in front of them:
+    they run float whatever their scales."""
+    tail: set[ir.Node] = set()
+    for node in reversed(list(facts.graph)):
+        if not _runs_float(node) and node.op_type not in DATA_MOVEMENT:
+            continue
+        readers = [use.node for out in node.outputs if out is not None for use in out.uses()
+                   if use.node.op_type not in SHAPE_OPS]
+        if not all(reader in tail for reader in readers):
+            continue
+        # A copy joins from either side: in front of tail layers, or copying one to an output.
+        if _runs_float(node) or readers or _copied_from_float(facts, node):
+            tail.add(node)
+    return tail
+
+
+def _read_by(tail: AbstractSet[ir.Node], value: ir.Value) -> bool:
+    """Whether only ``tail`` layers read ``value`` (shape reads aside): a tensor other layers read
+    in INT8 keeps its scale, so its writer stays INT8 for them."""
+    readers = [use.node for use in value.uses() if use.node.op_type not in SHAPE_OPS]
+    return bool(readers) and all(reader in tail for reader in readers)
+
+
+def _runs_float(node: ir.Node) -> bool:
+    """A layer TensorRT has no INT8 form for: not weighted, pointwise, pooling, Concat, Resize
+    or a copy (the layers the predictor may run INT8), or a plugin (C19)."""
+    if is_plugin(node):
+        return True
+    if not is_default_domain(node):
+        return False
+    return not (is_commuting(node) or node.op_type in POINTWISE or node.op_type in POOLS
+                or node.op_type in WEIGHTED_OPS or node.op_type in SHAPE_OPS
+                or node.op_type in ("Resize", "Upsample", "Constant"))
+
+
+def _copied_from_float(facts: GraphFacts, node: ir.Node) -> bool:
+    """Whether the copy ``node`` copies (through further copies) the result of a float layer."""
+    current: ir.Node | None = node
+    while current is not None and current.op_type in DATA_MOVEMENT and current.inputs:
+        source = current.inputs[0]
+        current = source.producer() if source is not None else None
+    return current is not None and _runs_float(current) and current not in facts.folded_nodes
 
 
 def _copies_share_scales(

@@ -139,7 +139,7 @@ def _single_reader(value: ir.Value) -> ir.Node | None:
     return uses[0].node
 
 
-def _silu_mul(facts: GraphFacts, value: ir.Value) -> tuple[ir.Node, ir.Node] | None:
+def silu_pair(facts: GraphFacts, value: ir.Value) -> tuple[ir.Node, ir.Node] | None:
     """``value`` read only by Sigmoid(value) and Mul(value, sigmoid): the SiLU pair."""
     readers = [use.node for use in value.uses()]
     if len(readers) != 2 or value.is_graph_output():
@@ -171,7 +171,7 @@ def is_epilogue_op(facts: GraphFacts, node: ir.Node, value: ir.Value) -> bool:
 _NO_OPS = frozenset({"Identity", "Dropout"})
 
 
-def _is_depthwise(node: ir.Node) -> bool:
+def is_depthwise(node: ir.Node) -> bool:
     group = node.attributes.get("group")
     return node.op_type in ("Conv", "ConvTranspose") and group is not None and group.as_int() > 1
 
@@ -258,7 +258,7 @@ def chain_root(
 
 def _silu_input(facts: GraphFacts, mul: ir.Node) -> ir.Value | None:
     for value in mul.inputs:
-        if value is not None and _silu_mul(facts, value) is not None:
+        if value is not None and silu_pair(facts, value) is not None:
             return value
     return None
 
@@ -377,9 +377,9 @@ def _weighted_block(
             block.pool_candidate = reader
             break
         else:
-            pair = _silu_mul(facts, value)
+            pair = silu_pair(facts, value)
             dag: list[ir.Node] = list(pair) if pair is not None else []
-            if not dag and facts.generic_epilogues and not _is_depthwise(node):
+            if not dag and facts.generic_epilogues and not is_depthwise(node):
                 dag = _epilogue_dag(facts, value, owners)
             if not dag or block.residual_add is not None:
                 break
