@@ -54,31 +54,30 @@ def _feeds(seed: int) -> dict[str, np.ndarray]:
     return {"x": rng.standard_normal((1, CHANNELS, 8, 8)).astype(np.float32)}
 
 
-def test_a_per_channel_activation_gets_its_widest_channels_scale_per_tensor() -> None:
-    model = _depthwise_after("Relu", np.int8, per_channel=True)
-    assert "QDQ401" in lint(model).codes()
+def _fixed_by(code: str, model: ir.Model) -> tuple[ir.Model, np.ndarray, ir.DataType]:
+    """``model`` fixed, where ``code`` fired before, is fixed and fires no more; the scale and
+    type of the Q now quantizing the depthwise conv's input."""
+    assert code in lint(model).codes()
     result = fix(model)
     fixed = result.model
-    assert fixed is not None and "QDQ401" in result.by_rule()
-    scale, dtype = _act_qdq(fixed)
+    assert fixed is not None and code in result.by_rule()
+    assert code not in lint(fixed).codes()
+    return fixed, *_act_qdq(fixed)
+
+
+def test_a_per_channel_activation_gets_its_widest_channels_scale_per_tensor() -> None:
+    fixed, scale, dtype = _fixed_by("QDQ401", _depthwise_after("Relu", np.int8, per_channel=True))
     # One INT8 scale covering every channel's range: nothing clipped that was not before.
     assert scale.tolist() == [float(SCALES.max())] and dtype == ir.DataType.INT8
-    assert "QDQ401" not in lint(fixed).codes()
     for seed in range(2):  # onnxruntime runs the result
         assert np.all(np.isfinite(run_model(fixed, _feeds(seed))[0]))
 
 
 def test_uint8_from_zero_after_relu_becomes_int8_over_the_same_range() -> None:
-    model = _depthwise_after("Relu", np.uint8, per_channel=False)
-    assert "QDQ412" in lint(model).codes()
-    result = fix(model)
-    fixed = result.model
-    assert fixed is not None and "QDQ412" in result.by_rule()
-    scale, dtype = _act_qdq(fixed)
+    _, scale, dtype = _fixed_by("QDQ412", _depthwise_after("Relu", np.uint8, per_channel=False))
     old = float(SCALES.max())
     assert dtype == ir.DataType.INT8
     assert scale[0] == np.float32(old * 255 / 127)
-    assert "QDQ412" not in lint(fixed).codes()
     # The int8 pair represents the uint8 range [0, 255 x old]: its top value round-trips
     # through onnxruntime, where TensorRT reading the uint8 pair as int8 would clip at 127 x old.
     g = GraphBuilder("pair")
