@@ -105,6 +105,24 @@ def test_a_tiny_weight_scale_stays_positive_and_weights_follow_it() -> None:
     np.testing.assert_allclose(got, expected, rtol=2e-2, atol=2e-2)
 
 
+def test_a_weight_scale_rounds_down_so_each_channel_keeps_its_127() -> None:
+    # 12.8 float16 subnormals: to nearest, the scale would round up to 13 and the channel's
+    # largest integer fall to 125, off the max|w|/127 grid an implicit INT8 build derives.
+    subnormal = float(np.finfo(np.float16).smallest_subnormal)
+    model = _quantized_input_model(0.05, 127 * 12.8 * subnormal).ir()
+    Float16Remainder()(model)
+    weight_dq = next(n for n in model.graph
+                     if n.op_type == "DequantizeLinear" and n.inputs[0].const_value is not None)
+    scales = _scale_of(weight_dq).astype(np.float64)
+    assert scales[1] == 12 * subnormal
+    ints = weight_dq.inputs[0].const_value.numpy().reshape(4, -1)
+    assert np.abs(ints).max(axis=1).tolist() == [127] * 4
+    # The activation's Q/DQ scale still rounds to nearest.
+    act_dq = next(n for n in model.graph
+                  if n.op_type == "DequantizeLinear" and n.inputs[0].const_value is None)
+    assert float(_scale_of(act_dq)) == float(np.float16(0.05))
+
+
 def test_a_conv_kept_fp32_still_reads_its_dqs_and_feeds_its_q_directly() -> None:
     # conv1's output overflows FP16, so conv1 stays FP32: its input and weight DQs must then
     # write float32 (no Cast between DQ and conv, which would leave it float), and the Q of its

@@ -8,7 +8,8 @@
 - Ranges reduced inside the session (every tensor with ``max``, the FP16 watch list otherwise)
   are bit-identical to reducing the copied tensors, and a lone NaN is still named.
 - The look-ahead run (the next batch runs while this one is folded in) gives the same scales as
-  one batch at a time, and an error in a run still surfaces.
+  one batch at a time, and an error in a run still surfaces. So do two batches running at once
+  (``max``, whose folding is free), which are kept for long passes on two or more cores.
 """
 
 from __future__ import annotations
@@ -105,6 +106,35 @@ def test_look_ahead_gives_the_scales_of_one_batch_at_a_time(monkeypatch) -> None
     assert ahead.fp32_nodes == serial.fp32_nodes
 
 
+def test_parallel_runs_give_the_scales_of_one_batch_at_a_time(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setattr(calibrate_module, "_cores", lambda: 4)
+    made: list[int] = []
+    real_init = activations.ActivationRunner.__init__
+
+    def spy(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        made.append(kwargs.get("threads", 0))
+        real_init(self, *args, **kwargs)
+
+    monkeypatch.setattr(activations.ActivationRunner, "__init__", spy)
+    builder = resnet()
+    batches = calibration_batches(builder, 7)
+    parallel = quantize(builder.proto(), batches, method="max", trt="11")
+    assert made == [2]  # two runs at once, each on half of the four cores
+    monkeypatch.setattr(calibrate_module, "LOOK_AHEAD", False)
+    serial = quantize(builder.proto(), batches, method="max", trt="11")
+    assert [t.as_dict() for t in parallel.tensors] == [t.as_dict() for t in serial.tensors]
+    assert parallel.fp32_nodes == serial.fp32_nodes
+
+
+@pytest.mark.parametrize(("method", "cores", "batches", "runs"), [
+    ("max", 2, None, 2), ("max", 2, 4, 2), ("max", 2, 3, 1), ("max", 1, None, 1),
+    ("mse", 8, None, 1),
+])
+def test_runs_at_once_only_where_they_pay(monkeypatch, method, cores, batches, runs) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setattr(calibrate_module, "_cores", lambda: cores)
+    assert calibrate_module._parallel_runs(method != "max", batches) == runs
+
+
 def test_errors_in_either_batch_of_the_look_ahead_still_surface(monkeypatch) -> None:  # type: ignore[no-untyped-def]
     g = GraphBuilder("logs", seed=0)
     x = g.input("x", [1, 16, 4, 4])
@@ -128,6 +158,14 @@ def test_errors_in_either_batch_of_the_look_ahead_still_surface(monkeypatch) -> 
     monkeypatch.setattr(activations.ActivationRunner, "run_reduced", failing_second_run)
     with pytest.raises(QdqkitError, match="onnxruntime failed"):
         quantize(g.proto(), [good, good, good], trt="10")
+    # Two runs at once (max): a NaN in a middle batch and a failing run surface the same way.
+    monkeypatch.setattr(calibrate_module, "_cores", lambda: 2)
+    runs = 0
+    with pytest.raises(QdqkitError, match="onnxruntime failed"):
+        quantize(g.proto(), [good] * 6, trt="10", method="max")
+    monkeypatch.setattr(activations.ActivationRunner, "run_reduced", real_run)
+    with pytest.raises(QdqkitError, match=r"'logged'.*NaN"):
+        quantize(g.proto(), [good, good, bad, good, good], trt="10", method="max")
 
 
 class _WholeTensors(activations.ActivationRunner):

@@ -27,6 +27,11 @@ stays FP32. Rules (the model must be at opset 19 or later, where Q/DQ take and g
    0 is invalid): a Q that stays float32 (rule 5) and its float16 DQ then carry one
    scale, as a Q/DQ pair must, and a tiny scale does not vanish. An int8 weight is re-rounded to
    its DQ's new scale, so it still holds the weight's nearest integers.
+7. A weight's scale rounds down instead, so each channel's largest integer stays 127 (clipped
+   there): the weight stays on the max|w|/127 grid TensorRT's implicit INT8 derives, and
+   ``translate`` of the model keeps its integers. Only scales below float16's normal range
+   (weights under about 0.008) move by enough to matter; rounded up, such a channel's largest
+   integer fell to 125 and an implicit build requantized it.
 """
 
 from __future__ import annotations
@@ -183,7 +188,12 @@ def _fp16_exact_scales(graph: ir.Graph, taken: set[str]) -> None:
             continue
         if scale not in done:
             old = np.asarray(scale.const_value.numpy(), np.float32)
-            new = np.clip(old, smallest, largest).astype(np.float16).astype(np.float32)
+            half = np.clip(old, smallest, largest).astype(np.float16)
+            if _weight_scale(scale):  # rule 7
+                above = half.astype(np.float32) > old
+                half[above] = np.nextafter(half[above], np.float16(0))
+                half = np.maximum(half, np.float16(smallest))
+            new = half.astype(np.float32)
             exact = (scale, None) if np.array_equal(old, new) else (
                 _exact_scale(graph, taken, scale, new), old)
             done[scale] = exact
@@ -194,6 +204,15 @@ def _fp16_exact_scales(graph: ir.Graph, taken: set[str]) -> None:
             _requantize_weight(graph, taken, node, before, exact_value)
         if exact_value is not scale:
             node.replace_input_with(1, exact_value)
+
+
+def _weight_scale(scale: ir.Value) -> bool:
+    """Whether ``scale`` is read only as the scale of DQs of constant int8 weights."""
+    uses = scale.uses()
+    return bool(uses) and all(
+        is_dequantize(use.node) and use.idx == 1 and (data := use.node.inputs[0]) is not None
+        and data.const_value is not None and _dtype(data) == ir.DataType.INT8
+        for use in uses)
 
 
 def _exact_scale(graph: ir.Graph, taken: set[str], scale: ir.Value, array: np.ndarray

@@ -23,7 +23,7 @@ import onnx_ir as ir
 
 from qdqkit.core.atomic import output_set
 from qdqkit.core.calibration import DEFAULT_PERCENTILE, METHODS
-from qdqkit.core.data import DataSource, open_data
+from qdqkit.core.data import CalibrationData, DataSource, open_data
 from qdqkit.core.errors import QdqkitError
 from qdqkit.core.host_ops import HostForward
 from qdqkit.core.images import Preprocess
@@ -145,7 +145,8 @@ def quantize(
                                       percentile=percentile, watch=watch.tensors,
                                       on_batch=bar.advance,
                                       forwards=custom_ops,
-                                      on_feeds=keeper.offer if keeper is not None else None)
+                                      on_feeds=keeper.offer if keeper is not None else None,
+                                      expected_batches=_batch_count(calibration_data))
     if calibrated.samples == 0:
         raise QdqkitError(f"{calibration_data.description}: no calibration samples; give data")
     chosen: dict[str, Any] = {}
@@ -242,6 +243,13 @@ def quantize(
     return result
 
 
+def _batch_count(data: CalibrationData) -> int | None:
+    """How many batches ``data`` holds, when it knows its sample count."""
+    if data.total_samples is None:
+        return None
+    return -(-data.total_samples // max(data.batch, 1))
+
+
 def _db(relative_error: float) -> float | None:
     """How far below the per-tensor picks' an output error is, in dB, rounded for the report;
     None when the output was exact."""
@@ -296,8 +304,13 @@ def _load(
 def _normalized(proto: onnx.ModelProto) -> onnx.ModelProto:
     """Constant-node weights as initializers (initializers no longer listed as inputs), constant
     Reshape/Transpose chains on weights computed ahead, and weights computed from constants by
-    other ops evaluated once, so every weight is stored."""
+    other ops evaluated once, so every weight is stored. A BatchNormalization after a Conv is
+    folded into it, as TensorRT builds it: the weight quantized is then the one the engine
+    runs, and ``translate`` of the output has no fold left to do, so ``verify`` compares the
+    same arithmetic (a BN kept apart and folded later rounds differently, and the INT8 layers
+    downstream magnify those differences)."""
     from qdqkit.passes.constants_to_initializers import ConstantsToInitializers
+    from qdqkit.passes.fold_batchnorm import FoldBatchNormIntoConv
     from qdqkit.passes.fold_computed_weights import FoldComputedWeights
     from qdqkit.passes.fold_weight_path import FoldWeightReshapeTranspose
 
@@ -305,6 +318,7 @@ def _normalized(proto: onnx.ModelProto) -> onnx.ModelProto:
     moved = ConstantsToInitializers()(model).modified
     folded = FoldWeightReshapeTranspose()(model).modified
     folded = FoldComputedWeights()(model).modified or folded
+    folded = FoldBatchNormIntoConv()(model).modified or folded
     if moved or folded:
         model.ir_version = max(model.ir_version or 0, 7)
         return ir.serde.serialize_model(model)

@@ -1,0 +1,50 @@
+"""quantize's default output (TensorRT 11, FP16 remainder), translated for TensorRT <= 10, is what
+the Q/DQ model computes: ``verify`` finds no loss and no weight the implicit build requantizes.
+
+Two things used to break it: a BatchNormalization kept apart from its conv, which the
+translation folds and so rounds differently, and a tiny weight channel whose float16 scale
+rounded up, leaving its largest integer below 127 and off TensorRT's max|w|/127 grid.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+from qdqkit.quantization import quantize
+from qdqkit.translation import translate
+from qdqkit.verification import verify
+from tests.quantization.float_models import calibration_batches, resnet
+
+# A scale between two float16 subnormals, nearer the upper one: rounded to nearest it grows, so
+# the channel's largest integer becomes round(127 * 12.8 / 13) = 125.
+_SUBNORMAL = float(np.finfo(np.float16).smallest_subnormal)
+_TINY_AMAX = 127 * 12.8 * _SUBNORMAL
+
+
+def _model_with_a_tiny_channel() -> onnx.ModelProto:
+    proto = resnet().proto()
+    # The classifier's Gemm: no BN folds into it, so its weight is quantized as written here.
+    gemm = next(n for n in proto.graph.node if n.op_type == "Gemm")
+    weight = next(t for t in proto.graph.initializer if t.name == gemm.input[1])
+    array = numpy_helper.to_array(weight).copy()  # (out, in) with transB=1
+    array[0] *= _TINY_AMAX / np.abs(array[0]).max()
+    weight.CopyFrom(numpy_helper.from_array(array.astype(np.float32), weight.name))
+    return proto
+
+
+def test_the_default_output_translates_and_verifies_exactly(tmp_path: Path) -> None:
+    proto = _model_with_a_tiny_channel()
+    assert any(n.op_type == "BatchNormalization" for n in proto.graph.node)
+    out = tmp_path / "model_int8.onnx"
+    result = quantize(proto, calibration_batches(resnet(), 4), output=out, method="max")
+    assert result.options["float_remainder"] == "fp16"
+    assert not [n for n in result.model.graph if n.op_type == "BatchNormalization"]
+    translate(out, tmp_path / "t")
+    check = verify(out, tmp_path / "t")
+    assert check.changed_weights == 0
+    assert check.min_snr_db == math.inf, check.outputs
