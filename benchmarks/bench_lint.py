@@ -16,7 +16,10 @@ Checks (the exit status is 1 when one fails, and the failing check says so):
    per node at the smallest size (CPU time, not wall time, because on a shared machine the wall
    clock also counts the time other processes held the CPU; both are printed);
 2. linear memory: peak RSS above the interpreter's own, per MB of model file, within the same bound;
-3. ResNet-50 lints in under 0.5 s and the 21.5k-node stack in under 5 s.
+3. ResNet-50 lints in under 0.5 s and the 21.5k-node stack in under 5 s;
+4. linear work: Python function calls per node (one profiled run per size) within 1% of the
+   smallest size's, so a growth of time per node that the call count does not show is the
+   memory hierarchy, not the code (see ``scaling``).
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from pathlib import Path
 import onnx
 
 from qdqkit.examples.graph import GraphBuilder
-from scaling import exit_status, linearity, median, size_points
+from scaling import CALLS_SNIPPET, exit_status, linearity, median, size_points, work_linearity
 
 # Residual blocks per size: 21 nodes a block, so about 5k, 10k, 15k, 21.5k and 40k nodes.
 BLOCKS = (240, 480, 720, 1024, 1900)
@@ -48,6 +51,9 @@ if mode == "lint":
     from qdqkit.linting import lint
 imported, cpu = time.perf_counter(), time.process_time()
 idle_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+if mode == "calls":
+    from qdqkit.linting import lint
+    COUNT
 if mode == "baseline":
     onnx.load(model)
 else:
@@ -56,7 +62,7 @@ done, cpu_done = time.perf_counter(), time.process_time()
 print(json.dumps({"seconds": done - imported, "cpu_seconds": cpu_done - cpu,
                   "import_seconds": imported - start, "idle_mb": idle_mb,
                   "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
-"""
+""".replace("COUNT", CALLS_SNIPPET.format(call="lint(model)").replace("\n", "\n    "))
 # Built in a child too: on Linux a child's ru_maxrss starts from its parent's RSS at fork time,
 # so the parent must stay small for the memory figure to mean anything.
 BUILD = r"""
@@ -153,6 +159,8 @@ def main() -> int:
                 failures.append(f"{p.nodes} nodes lint in {p.seconds:.2f} s "
                                 f"(limit {LIMITED_SECONDS} s)")
         failures += linearity(points, args.bound, baseline="onnx.load")
+        failures += work_linearity({b: int(measure("calls", sizes[b][0])["calls"]) for b in BLOCKS},
+                                   {b: sizes[b][1] for b in BLOCKS})
     return exit_status(failures)
 
 

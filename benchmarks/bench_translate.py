@@ -15,7 +15,9 @@ Checks (the exit status is 1 when one fails, and the failing check says so):
    CPU time per node at the smallest size (CPU time, not wall time, because on a shared machine the
    wall clock also counts the time other processes held the CPU; both are printed);
 2. linear memory: peak RSS above the interpreter's own, per MB of model file, within the same bound;
-3. determinism: every run of a size writes byte-identical files.
+3. determinism: every run of a size writes byte-identical files;
+4. linear work: Python function calls per node (one profiled run per size) within 1% of the
+   smallest size's (see ``scaling``).
 Also printed: whole-process ``qdqkit translate`` (a new process, imports included) at 21.5k nodes
 against its 1.4 s goal (100x faster than the reference translator's recorded 136 s), where that
 time goes (imports, onnx-ir load, the passes, the write, freeing the graph), and with ``--wide``
@@ -39,7 +41,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from scaling import exit_status, linearity, median, size_points
+from scaling import CALLS_SNIPPET, exit_status, linearity, median, size_points, work_linearity
 
 # Residual blocks per size: 21 nodes a block, so about 5k, 10k, 15k, 21.5k and 40k nodes.
 BLOCKS = (240, 480, 720, 1024, 1900)
@@ -58,6 +60,9 @@ if mode == "translate":
     from qdqkit.translation import translate
 imported, cpu = time.perf_counter(), time.process_time()
 idle_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+if mode == "calls":
+    from qdqkit.translation import translate
+    COUNT
 if mode == "baseline":
     onnx.save(onnx.load(model), out + "/baseline.onnx")
 else:
@@ -66,7 +71,7 @@ done, cpu_done = time.perf_counter(), time.process_time()
 print(json.dumps({"seconds": done - imported, "cpu_seconds": cpu_done - cpu,
                   "import_seconds": imported - start, "idle_mb": idle_mb,
                   "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
-"""
+""".replace("COUNT", CALLS_SNIPPET.format(call="translate(model, out)").replace("\n", "\n    "))
 # Where the whole-process time goes, phase by phase, in a fresh process, the steps ``translate``
 # takes (cyclic GC paused as there; "free" is the young-generation collection that frees the
 # dropped graph once the collector is back on, as after the API's ``translate`` returns: the
@@ -235,6 +240,9 @@ def main() -> int:
                   f"{p.peak_mb / p.base_peak_mb:.2f}x load+save ({p.base_peak_mb:.0f} MB); "
                   f"identical: {same}")
         failures += linearity(points, args.bound)
+        calls = {b: int(measure("calls", path, tmp / f"calls_{b}")["calls"])
+                 for b, (path, _) in sizes.items()}
+        failures += work_linearity(calls, {b: n for b, (_, n) in sizes.items()})
 
         path, nodes = sizes[WHOLE_PROCESS_BLOCKS]
         translate = [sys.executable, "-m", "qdqkit", "translate", "-i", str(path), "-o",

@@ -12,6 +12,14 @@ physical core slows every instruction, and the same 21.5k-node translate took be
 2.4 CPU seconds in eight back-to-back runs. That noise only ever adds time, so the least of
 several runs is the closest to what the code itself costs, and a growth that is really there
 still shows in it (it is in every run).
+
+CPU time per node also grows with the heap: a graph of 40k nodes is millions of small Python
+objects, and past the caches every pointer followed costs more, so time per node can grow with
+size although the work per node does not. The work itself is counted too: Python function
+calls per node (cProfile's count, one profiled run per size), which no other process and no cache
+moves. An algorithm that rescans per node multiplies that count, so ``work_linearity`` holds it
+to 1% and fails otherwise; where time per node grows but calls per node do not, the growth is
+the memory hierarchy, not the code.
 """
 
 from __future__ import annotations
@@ -95,6 +103,35 @@ def linearity(points: list[SizePoint], bound: float, baseline: str = "") -> list
     if worst_memory > bound:
         failures.append(f"memory per MB grows {worst_memory:.2f}x (> {bound}x): not linear")
     return failures
+
+
+WORK_BOUND = 1.01  # calls per node: deterministic, so the bound is tight
+
+# The child-side count: ``CALLS_SNIPPET.format(call="translate(model, out)")`` profiles one call.
+CALLS_SNIPPET = """
+import cProfile, pstats
+profile = cProfile.Profile()
+profile.enable()
+{call}
+profile.disable()
+print(json.dumps({{"calls": pstats.Stats(profile).total_calls}}))
+sys.exit(0)
+"""
+
+
+def work_linearity(calls: dict[int, int], nodes: dict[int, int], bound: float = WORK_BOUND
+                   ) -> list[str]:
+    """Print Python calls per node at each size and the worst growth against the smallest size
+    (the first entry); the failure, if any."""
+    per_node = {key: calls[key] / nodes[key] for key in calls}
+    first = next(iter(per_node.values()))
+    worst = max(value / first for value in per_node.values())
+    shown = ", ".join(f"{nodes[k]}: {v:.1f}" for k, v in per_node.items())
+    print(f"  Python calls per node ({shown}), worst / smallest size: {worst:.3f}x "
+          f"(bound {bound}x)")
+    if worst > bound:
+        return [f"calls per node grow {worst:.3f}x (> {bound}x): the work is not linear"]
+    return []
 
 
 def exit_status(failures: list[str]) -> int:
