@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
@@ -127,6 +129,21 @@ def test_without_profile_and_with_names_only() -> None:
     assert names_only.names_only and names_only.int8_layer_share is None
     assert names_only.qdq_reformat_count == 10
     assert "names-only" in {f.rule.name for f in names_only.findings}
+
+
+def test_a_profile_at_most_half_unmatched_is_reported_not_refused(tmp_path: Path) -> None:
+    header, *records = raw_profile("qat")
+    ghosts = [f"ghost layer {i}" for i in range(len(records) // 2)]
+    for record, ghost in zip(records, ghosts, strict=False):
+        record["name"] = ghost
+    profile = tmp_path / "ghosts.profile.json"
+    profile.write_text(json.dumps([header, *records]))
+    report = report_engine(read_engine_graph(graph_path("qat"), profile=profile))
+    (finding,) = [f for f in report.findings if f.code == "QDQ602"]
+    assert finding.layers == ghosts
+    assert finding.message.startswith(f"{len(ghosts)} profile records name no layer of this engine")
+    lost = sum(r["averageMs"] for r in records[:len(ghosts)])
+    assert finding.latency_ms == pytest.approx(lost, abs=1e-6)
 
 
 def test_json_report_is_deterministic() -> None:

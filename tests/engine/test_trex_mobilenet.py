@@ -15,10 +15,9 @@ import pytest
 
 from qdqkit.cli import main
 from qdqkit.engine.diff import EngineDiff, diff_engines
-from qdqkit.engine.layer_roles import non_compute_role
 from qdqkit.engine.report import report_engine
 from qdqkit.trt.engine import LayerKind
-from qdqkit.trt.engine_json import read_engine_graph
+from qdqkit.trt.engine_json import non_compute_role, read_engine_graph
 from tests.engine.fixture_files import (
     MOBILENET,
     NAMES_ONLY_GRAPH,

@@ -184,6 +184,22 @@ def test_random_calibration_is_never_silent() -> None:
     assert "random" in result.model.metadata_props["qdqkit.calibration"]
 
 
+def test_random_data_names_the_dimensions_it_guessed_but_not_a_batch_axis() -> None:
+    # A recurrent state batched on axis 1 ([2, batch, 16]): random data gives that axis one
+    # sample, so only the sequence length is a guess worth a warning.
+    g = GraphBuilder("stateful", seed=0)
+    x = g.input("x", ["batch", "length", 16])
+    state = g.input("state", [2, "batch", 16])
+    y = g.node("MatMul", [x, g.const(g.rng.normal(0, 0.1, (16, 16)).astype(np.float32))])
+    s = g.node("ReduceSum", [state, g.const(np.array([0], np.int64))], keepdims=0)
+    g.node("Add", [y, g.node("Unsqueeze", [s, g.const(np.array([1], np.int64))])], out="out")
+    g.output("out", ["batch", "length", 16])
+    result = quantize(g.proto(), "random", calib_limit=2, method="max")
+    guessed = [w for w in result.warnings if "guessed the symbolic dimensions" in w]
+    assert len(guessed) == 1 and "'x'[1] length = 32" in guessed[0], result.warnings
+    assert "state" not in guessed[0] and "'x'[0]" not in guessed[0]
+
+
 def test_plugin_nodes_stay_float_and_the_rest_is_calibrated() -> None:
     g = GraphBuilder("plugin", seed=0)
     g.use_domain("trt.plugins", 1)

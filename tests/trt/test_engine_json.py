@@ -201,8 +201,50 @@ def test_malformed_profiles(tmp_path: Path, content: str, message: str) -> None:
 def test_missing_file_and_profile_of_another_engine(tmp_path: Path) -> None:
     with pytest.raises(EngineFileError, match="no such file"):
         read_engine_graph(tmp_path / "absent.json")
-    graph = read_engine_graph(graph_path("qat"), profile=profile_path("fp16"))
-    assert "Conv_0 + Relu_1" in graph.metadata["unmatched_profile_records"]
+    # Refused by the reader itself, so the Python API, the CLI and every other caller agree.
+    graph, profile = graph_path("qat"), profile_path("fp16")
+    names = {r["Name"] for r in raw_graph("qat")["Layers"]}
+    records = raw_profile("fp16")[1:]
+    unmatched = sum(1 for r in records if r["name"] not in names)
+    assert unmatched * 2 > len(records)
+    with pytest.raises(EngineFileError) as refused:
+        read_engine_graph(graph, profile=profile)
+    assert str(refused.value) == (
+        f"{profile}: the profile is of another engine: {unmatched} of its {len(records)} records "
+        f"name no layer of {graph}; pass the --exportProfile file of the same trtexec run as the "
+        "--exportLayerInfo file")
+
+
+def _profile_with_ghosts(tmp_path: Path, ghosts: int, records: int | None = None) -> Path:
+    """The QAT profile cut to ``records`` layer records, the first ``ghosts`` of them renamed to
+    layers the QAT graph does not have."""
+    header, *layers = raw_profile("qat")
+    layers = layers[:records]
+    for index, record in enumerate(layers[:ghosts]):
+        record["name"] = f"ghost layer {index}"
+    path = tmp_path / "ghosts.profile.json"
+    path.write_text(json.dumps([header, *layers]))
+    return path
+
+
+@pytest.mark.parametrize(("ghosts", "records"), [(18, None), (18, 36), (1, None)])
+def test_a_profile_half_or_less_unmatched_is_read_and_its_ghosts_kept(
+    tmp_path: Path, ghosts: int, records: int | None
+) -> None:
+    profile = _profile_with_ghosts(tmp_path, ghosts, records)
+    graph = read_engine_graph(graph_path("qat"), profile=profile)
+    assert graph.metadata["unmatched_profile_records"] == [f"ghost layer {i}" for i in range(ghosts)]
+    assert graph.metadata["profile_records"] == (records or len(raw_profile("qat")) - 1)
+
+
+@pytest.mark.parametrize(("ghosts", "records"), [(19, None), (19, 36)])
+def test_a_profile_more_than_half_unmatched_is_refused(
+    tmp_path: Path, ghosts: int, records: int | None
+) -> None:
+    profile = _profile_with_ghosts(tmp_path, ghosts, records)
+    total = records or len(raw_profile("qat")) - 1
+    with pytest.raises(EngineFileError, match=f"{ghosts} of its {total} records name no layer"):
+        read_engine_graph(graph_path("qat"), profile=profile)
 
 
 def test_end_to_end_timing_from_a_trtexec_log_and_from_export_times() -> None:

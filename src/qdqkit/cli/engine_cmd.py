@@ -33,22 +33,8 @@ class EngineFiles:
     def read(self) -> EngineGraph:
         from qdqkit.trt.engine_json import read_engine_graph
 
-        graph = read_engine_graph(self.graph, profile=self.profile, timing=self.timing)
-        self._refuse_foreign_profile(graph)
-        return graph
-
-    def _refuse_foreign_profile(self, graph: EngineGraph) -> None:
-        """A profile whose records mostly name no layer times another engine: every figure drawn
-        from the few that match would mislead, so it is refused rather than warned about."""
-        from qdqkit.core.errors import EngineFileError
-
-        unmatched = len(graph.metadata.get("unmatched_profile_records") or [])
-        records = graph.metadata.get("profile_records") or 0
-        if self.profile is not None and unmatched * 2 > records:
-            raise EngineFileError(
-                f"{self.profile}: the profile is of another engine: {unmatched} of its {records} "
-                f"records name no layer of {self.graph}; pass the --exportProfile file of the "
-                "same trtexec run as the --exportLayerInfo file")
+        # The reader refuses a profile of another engine, for every caller alike.
+        return read_engine_graph(self.graph, profile=self.profile, timing=self.timing)
 
     def paths(self) -> tuple[Path, ...]:
         return tuple(Path(p) for p in (self.graph, self.profile, self.timing) if p)

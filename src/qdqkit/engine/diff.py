@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from qdqkit.core.text import plural
-from qdqkit.engine.layer_roles import is_compute_layer
 from qdqkit.trt.engine import EngineGraph, EngineLayer, Precision
 from qdqkit.trt.engine_analysis import latency_sum, precision_signature
+from qdqkit.trt.engine_json import is_compute_layer
 from qdqkit.trt.engine_matching import Matching, match_layers
 from qdqkit.trt.engine_timing import end_to_end_of
 from qdqkit.trt.layer_signature import input_shape, is_skeleton

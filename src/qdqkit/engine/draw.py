@@ -22,12 +22,12 @@ from qdqkit.core.atomic import write_text_atomic
 from qdqkit.core.errors import OutputError
 from qdqkit.engine.columns import Columns, cross_link, wrap_columns
 from qdqkit.engine.drawn_graph import DrawnGraph, drawn_graph
-from qdqkit.engine.layer_roles import is_compute_layer
 from qdqkit.engine.layout import layered_layout
 from qdqkit.report.html_page import HtmlPage, escape, render_page
 from qdqkit.report.names import common_prefix, display_name
 from qdqkit.trt.engine import EngineGraph, EngineLayer, EngineTensor, Precision
 from qdqkit.trt.engine_analysis import latency_sum, precision_signature
+from qdqkit.trt.engine_json import is_compute_layer
 
 NODE_W, NODE_H, RANK_GAP, NODE_GAP = 240.0, 54.0, 24.0, 24.0
 MARGIN = 24.0

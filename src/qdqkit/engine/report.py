@@ -11,7 +11,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from qdqkit.engine.layer_roles import NON_COMPUTE_ROLES, is_compute_layer, non_compute_role
 from qdqkit.rules import Finding, units_for
 from qdqkit.rules.engine_context import EngineContext, ReformatInfo
 from qdqkit.trt.engine import EngineGraph, EngineLayer, LayerKind, Precision
@@ -21,6 +20,7 @@ from qdqkit.trt.engine_analysis import (
     precision_signature,
     topology,
 )
+from qdqkit.trt.engine_json import NON_COMPUTE_ROLES, is_compute_layer, non_compute_role
 from qdqkit.trt.engine_timing import end_to_end_of
 
 
@@ -48,7 +48,8 @@ class EngineReport:
     schema: str
     layer_count: int
     compute_layer_count: int
-    # The other layers by role (``engine.layer_roles``); Reformat and NoOp always listed.
+    # The other layers by role (``trt.engine_json.non_compute_role``); Reformat and NoOp always
+    # listed.
     non_compute_counts: dict[str, int]
     has_profile: bool
     names_only: bool

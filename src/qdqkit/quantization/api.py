@@ -346,14 +346,16 @@ def _shape_spec(shapes: Mapping[str, list[int]] | None) -> str | None:
 
 
 def _guessed_dims(proto: onnx.ModelProto) -> list[str]:
-    """Symbolic dimensions of the inputs past the batch axis, as 'input[axis] name'."""
-    constants = {t.name for t in proto.graph.initializer}
+    """Symbolic dimensions random data filled, as 'input[axis] name = value': every one but an
+    input's batch axis (axis 1 of a recurrent state ``[2, batch, 128]``), which holds one sample."""
     from qdqkit.core.data_random import RANDOM_DYNAMIC_DIM
+    from qdqkit.core.model_inputs import model_inputs
 
-    return [f"'{value.name}'[{axis}] {dim.dim_param or '?'} = {RANDOM_DYNAMIC_DIM}"
-            for value in proto.graph.input if value.name not in constants
-            for axis, dim in enumerate(value.type.tensor_type.shape.dim)
-            if axis > 0 and not dim.HasField("dim_value")]
+    return [f"'{spec.name}'[{axis}] {(spec.dim_names or ('',) * len(spec.dims))[axis] or '?'} "
+            f"= {RANDOM_DYNAMIC_DIM}"
+            for spec in model_inputs(proto) if spec.dims
+            for axis, dim in enumerate(spec.dims)
+            if dim is None and axis != spec.batch_axis]
 
 
 def _stamp(model: ir.Model, options: dict[str, Any], calibration: dict[str, Any]) -> None:

@@ -7,7 +7,7 @@ from functools import cached_property
 
 from qdqkit.core.text import plural
 from qdqkit.trt.engine import EngineGraph, EngineLayer
-from qdqkit.trt.engine_analysis import is_compute, quantized_engine
+from qdqkit.trt.engine_json import is_compute_layer
 
 
 @dataclass
@@ -33,11 +33,14 @@ class EngineContext:
 
     @cached_property
     def compute(self) -> list[EngineLayer]:
-        return [layer for layer in self.graph.layers if is_compute(layer)]
+        """The layers doing the network's arithmetic, as the engine report counts them: rules
+        about compute precision must not flag a Constant, marker or host copy."""
+        return [layer for layer in self.graph.layers if is_compute_layer(layer)]
 
     @cached_property
     def quantized(self) -> bool:
-        return quantized_engine(self.graph)
+        """Whether any compute layer runs quantized (a quantized Constant alone does not count)."""
+        return any(layer.precision.is_quantized for layer in self.compute)
 
     @staticmethod
     def counted(n: int, noun: str, verb: str = "") -> str:

@@ -1,4 +1,9 @@
-"""QDQ602 (profile-mismatch): profile records that name no layer of the engine (K1)."""
+"""QDQ602 (profile-mismatch): profile records that name no layer of the engine (K1).
+
+A profile whose records mostly name no layer is of another engine and is refused when it is read
+(``trt.engine_profile.refuse_foreign_profile``); this rule reports the rest: a profile that times
+this engine but whose records, up to half of them, name layers the graph does not list.
+"""
 
 from __future__ import annotations
 

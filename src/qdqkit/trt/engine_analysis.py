@@ -12,11 +12,6 @@ def is_copy_node(layer: EngineLayer) -> bool:
     return layer.name.startswith("Reformatting CopyNode")
 
 
-def is_compute(layer: EngineLayer) -> bool:
-    """A layer that does the network's arithmetic: not a Reformat and not a NoOp view change."""
-    return not layer.is_reformat and layer.kind is not LayerKind.NOOP
-
-
 def precision_signature(layer: EngineLayer) -> str:
     """``INT8`` when inputs and outputs agree, else ``INT8+FP16 → FP16`` (inputs → output).
 
@@ -30,10 +25,6 @@ def precision_signature(layer: EngineLayer) -> str:
     if ins == outs and len(ins) == 1:
         return ins[0]
     return f"{'+'.join(ins) or '?'} → {'+'.join(outs) or '?'}"
-
-
-def quantized_engine(graph: EngineGraph) -> bool:
-    return any(layer.precision.is_quantized for layer in graph.layers if is_compute(layer))
 
 
 def int8_conv_outputs(graph: EngineGraph) -> int:

@@ -16,13 +16,18 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from qdqkit.core.errors import EngineFileError
 from qdqkit.trt.engine import EngineGraph, EngineLayer, EngineTensor, LayerKind, Precision
-from qdqkit.trt.engine_profile import LayerTiming, attach_profile, parse_profile
+from qdqkit.trt.engine_profile import (
+    LayerTiming,
+    attach_profile,
+    parse_profile,
+    profile_measure,
+    refuse_foreign_profile,
+)
 from qdqkit.trt.engine_timing import END_TO_END_KEY, read_timing, timing_beside
 from qdqkit.trt.onnx_names import unwrap_node_names
 
@@ -118,6 +123,12 @@ _FOREIGN_NODE = re.compile(r"^\{ForeignNode\[.*\]\}$", re.DOTALL)
 _STORED_TENSOR = re.compile(r"^[A-Za-z_]\w*(?:\.\w+)+$")
 _UNNAMED_SHUFFLE_OR_CONSTANT = re.compile(r"^\(Unnamed Layer\* \d+\) \[(?:Shuffle|Constant)\]$")
 _QDQ_WORD = re.compile(r"(?:De)?[Qq]uantize(?:Linear)?")
+_MARKER_NAME = re.compile(r"^\[[A-Za-z]+\d*\]$")
+_HOST_COPY_NAME = re.compile(r"\[\w*HostCopy\]$", re.IGNORECASE)
+
+# The roles of layers that are not compute (see ``non_compute_role``), in the order reports list
+# them.
+NON_COMPUTE_ROLES = ("Reformat", "NoOp", "Constant", "marker", "host copy")
 
 
 def precision_of(text: str | None) -> Precision:
@@ -153,6 +164,41 @@ def onnx_nodes_of(name: str, metadata: object = None) -> list[str]:
     if _REFORMAT_NAME.match(name):
         return []
     return unwrap_node_names(name.split(" + "))
+
+
+def non_compute_role(layer: EngineLayer) -> str | None:
+    """Why ``layer`` does none of the network's arithmetic (one of ``NON_COMPUTE_ROLES``);
+    ``None`` for a compute layer.
+
+    The engine report, drawing and diff and the engine rules (QDQ6xx) all count "compute layers"
+    by this one definition, in detailed and names-only exports alike. Not compute are:
+
+    1. Reformats (Q/DQ ones included) and NoOps: layout and type conversions, views;
+    2. Constants: kind ``Constant`` (a ``Constant`` LayerType, a ``... [Constant]`` name, or a
+       weight reshaped once, see ``_makes_constant``);
+    3. markers: a name that is one bracketed word and number, such as ``[trainStation1]``, or the
+       ``TrainStation`` LayerType: TensorRT lists them between Myelin subgraphs; no network op is
+       in them, and what time they show is waiting, not arithmetic;
+    4. host copies: a name ending in ``[...HostCopy]``, such as
+       ``(Unnamed Layer* 718) [NMS]_1_output[DevicetoShapeHostCopy]``: a shape tensor copied to
+       the host so that the next layer's output size is known.
+    """
+    if layer.is_reformat:
+        return "Reformat"
+    if layer.kind is LayerKind.NOOP:
+        return "NoOp"
+    if layer.kind is LayerKind.CONSTANT:
+        return "Constant"
+    if _MARKER_NAME.match(layer.name) or (layer.type_name or "").lower() == "trainstation":
+        return "marker"
+    if _HOST_COPY_NAME.search(layer.name):
+        return "host copy"
+    return None
+
+
+def is_compute_layer(layer: EngineLayer) -> bool:
+    """Whether ``layer`` does the network's arithmetic (see ``non_compute_role``)."""
+    return non_compute_role(layer) is None
 
 
 def _fail(path: Path, what: str) -> EngineFileError:
@@ -377,24 +423,11 @@ def read_profile(path: str | Path) -> list[LayerTiming]:
     return parse_profile(load_json(path, "trtexec --exportProfile JSON"), path)
 
 
-def _one_statistic(timings: list[LayerTiming]) -> tuple[list[LayerTiming], str]:
-    """The records as ``attach_profile`` should time layers by, and which field that is.
-
-    Every TensorRT writes ``averageMs`` but only 8.2+ writes ``medianMs``: layers are timed by the
-    average whenever the whole profile has it, so the sums of exports of any version compare the
-    same statistic. ``attach_profile`` takes a record's median first, hence the median is dropped.
-    """
-    if all(t.average_ms is not None for t in timings):
-        return [replace(t, median_ms=None) for t in timings], "averageMs"
-    used = sorted({"medianMs" if t.median_ms is not None else "averageMs" for t in timings})
-    return timings, " or ".join(used)
-
-
-def _note_profile_coverage(graph: EngineGraph, timings: list[LayerTiming], measure: str) -> None:
+def _note_profile_coverage(graph: EngineGraph, timings: list[LayerTiming]) -> None:
     """Record how much of the profile's time belongs to records that name no layer: reports
-    must say what they leave out, and refuse a profile that times another engine."""
+    must say what they leave out."""
     unmatched = set(graph.metadata.get("unmatched_profile_records") or [])
-    graph.metadata["profile_measure"] = measure
+    graph.metadata["profile_measure"] = profile_measure(timings)
     graph.metadata["profile_records"] = len(timings)
     graph.metadata["profile_ms"] = round(sum(t.best_ms or 0.0 for t in timings), 6)
     graph.metadata["unmatched_profile_ms"] = round(
@@ -406,24 +439,31 @@ def read_engine_graph(
 ) -> EngineGraph:
     """Read ``--exportLayerInfo`` JSON and, optionally, ``--exportProfile`` timings.
 
-    Layers are timed by the profile's ``averageMs`` (``medianMs`` when a record lacks it); the
-    field used is ``metadata["profile_measure"]``. ``timing`` is the end-to-end timing of the run
-    (see ``engine_timing.read_timing``); when it is not given, the ``*.metadata.json`` summary
-    beside the profile is used if there is one.
+    Layers are timed by the profile's ``averageMs`` (``medianMs`` when a record lacks it, see
+    ``LayerTiming.best_ms``); the field used is ``metadata["profile_measure"]``. ``timing`` is the
+    end-to-end timing of the run (see ``engine_timing.read_timing``); when it is not given, the
+    ``*.metadata.json`` summary beside the profile is used if there is one.
+
+    A profile whose records mostly name no layer of the graph is of another engine and raises
+    ``EngineFileError``; a file that cannot be read at all is reported before that mismatch.
     """
     graph = parse_engine_graph(load_json(path, "trtexec --exportLayerInfo JSON"), path)
+    timings: list[LayerTiming] = []
     if profile is not None:
-        timings, measure = _one_statistic(read_profile(profile))
+        timings = read_profile(profile)
         attach_profile(graph, timings, str(profile))
-        _note_profile_coverage(graph, timings, measure)
+        _note_profile_coverage(graph, timings)
         if timing is None:
             timing = timing_beside(Path(profile))
     if timing is not None:
         graph.metadata[END_TO_END_KEY] = read_timing(timing)
+    if profile is not None:
+        refuse_foreign_profile(graph, timings, profile, path)
     return graph
 
 
 __all__ = [
-    "LayerTiming", "attach_profile", "kind_of", "load_json", "onnx_nodes_of", "parse_engine_graph",
-    "parse_profile", "precision_of", "read_engine_graph", "read_profile",
+    "NON_COMPUTE_ROLES", "LayerTiming", "attach_profile", "is_compute_layer", "kind_of",
+    "load_json", "non_compute_role", "onnx_nodes_of", "parse_engine_graph", "parse_profile",
+    "precision_of", "read_engine_graph", "read_profile",
 ]

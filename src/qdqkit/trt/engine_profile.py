@@ -3,6 +3,10 @@
 The file is a list: first ``{"count": N}`` (how many runs were profiled, not a layer), then one
 record per layer with ``name`` and ``timeMs`` (all runs), ``averageMs``, ``medianMs`` (TensorRT
 8.2+) and ``percentage``.
+
+A layer's time is its record's ``averageMs``: every TensorRT writes it, so summed layer times of
+exports of any version compare the same statistic. ``medianMs`` stands in only for a record that
+lacks the average. ``LayerTiming`` alone makes that choice; everything else asks it.
 """
 
 from __future__ import annotations
@@ -27,8 +31,23 @@ class LayerTiming:
 
     @property
     def best_ms(self) -> float | None:
-        """Median when the exporter wrote it (TensorRT 8.2+), else the average."""
-        return self.median_ms if self.median_ms is not None else self.average_ms
+        """The layer's time: the average, else the median (``None`` when the record has neither)."""
+        return self.average_ms if self.average_ms is not None else self.median_ms
+
+    @property
+    def measure(self) -> str | None:
+        """The profile field ``best_ms`` reads, as reports name it."""
+        if self.average_ms is not None:
+            return "averageMs"
+        return "medianMs" if self.median_ms is not None else None
+
+
+def profile_measure(timings: list[LayerTiming]) -> str:
+    """The fields the layer times of ``timings`` were read from: ``averageMs`` unless some record
+    lacks it, then every field used (``averageMs or medianMs``). A profile without records names
+    the field every export has."""
+    used = {t.measure for t in timings if t.measure is not None}
+    return " or ".join(sorted(used)) if used else "averageMs"
 
 
 def _number(path: Path, where: str, record: dict[str, Any], key: str) -> float | None:
@@ -93,3 +112,20 @@ def attach_profile(graph: EngineGraph, timings: list[LayerTiming], source: str) 
         layer.latency_ms = timing.best_ms
     graph.metadata["profile"] = source
     graph.metadata["unmatched_profile_records"] = unmatched
+
+
+def refuse_foreign_profile(
+    graph: EngineGraph, timings: list[LayerTiming], profile: str | Path, layer_info: str | Path
+) -> None:
+    """Refuse a profile whose records mostly name no layer of ``graph`` (read from ``layer_info``).
+
+    Such a profile times another engine: every figure drawn from the few records that match would
+    mislead, so reading stops here. Fewer unmatched records stay in ``metadata`` for the
+    profile-mismatch rule (QDQ602) to report.
+    """
+    unmatched = len(graph.metadata.get("unmatched_profile_records") or [])
+    if unmatched * 2 > len(timings):
+        raise EngineFileError(
+            f"{profile}: the profile is of another engine: {unmatched} of its {len(timings)} "
+            f"records name no layer of {layer_info}; pass the --exportProfile file of the "
+            "same trtexec run as the --exportLayerInfo file")
