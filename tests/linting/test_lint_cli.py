@@ -140,6 +140,20 @@ def test_latency_is_predicted_on_a_dla_core_for_target_dla_unless_a_device_is_na
     assert "predicted latency on A100" in capsys.readouterr().out
 
 
+def test_an_input_dimension_written_as_minus_one_reads_as_unknown(
+        qgap: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Paddle exports write an unknown batch as dim_value -1, not as a named dimension.
+    model = onnx.load(qgap)
+    dims = model.graph.input[0].type.tensor_type.shape.dim
+    dims[0].dim_value = -1
+    dims[2].dim_param = "h"
+    path = tmp_path / "minus_one.onnx"
+    onnx.save(model, path)
+    main(["lint", str(path)])
+    out = capsys.readouterr().out
+    assert "(inputs input ?x3xhx224):" in out and "-1" not in out.split("predicted")[1]
+
+
 def test_lint_of_a_quantized_model_uses_the_recorded_version_and_says_so(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from tests.quantization.float_models import resnet

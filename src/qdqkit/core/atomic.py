@@ -48,7 +48,7 @@ class OutputSet:
             if resolved == p or _same_file(resolved, p):
                 raise OutputError(
                     f"{target}: this output would overwrite the input {p}; "
-                    "choose another output folder"
+                    "write it to another path"
                 )
         if any(dest == resolved for _, dest in self._staged):
             raise OutputError(

@@ -43,10 +43,18 @@ def apply_shapes(model: ir.Model, shapes: Mapping[str, Sequence[int]]) -> None:
 
 
 def input_shapes(model: ir.Model) -> dict[str, list[int | str]]:
+    """Each input's dimensions as the model gives them: a symbolic one by its name, and one an
+    exporter wrote as -1 (Paddle does) as ``?``, never as a negative size."""
     return {
-        value.name or "?": [d if isinstance(d, int) else str(d) for d in value.shape]
+        value.name or "?": [_dim_text(d) for d in value.shape]
         for value in model.graph.inputs if value.shape is not None
     }
+
+
+def _dim_text(dim: object) -> int | str:
+    if isinstance(dim, int):
+        return dim if dim >= 0 else "?"
+    return str(dim)
 
 
 def float_build(model: ir.Model, trt: str, precision: Precision = Precision.FP16) -> EngineGraph:
