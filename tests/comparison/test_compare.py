@@ -201,6 +201,44 @@ def test_fp16_models_with_dq_only_weights_are_upcast_and_weights_paired(tmp_path
     assert result.output_snr_db > 20
 
 
+def test_a_conv_with_its_batchnorm_folded_in_pairs_with_the_float_conv_and_bn(
+        tmp_path: Path) -> None:
+    # qdqkit quantize folds each BN into its conv, which then writes the BN's output name: the
+    # node pairs with the float conv, its output with the BN's, its weight with the float weight
+    # scaled as the fold scaled it (a plain comparison would show ~0 dB weights).
+    from qdqkit.quantization import quantize
+    from tests.quantization.float_models import calibration_batches, resnet
+
+    builder = resnet()
+    fpath = tmp_path / "float.onnx"
+    onnx.save(builder.proto(), fpath)
+    qpath = tmp_path / "int8.onnx"
+    quantize(fpath, calibration_batches(builder, 4), output=qpath, method="max")
+    folded = [n for n in onnx.load(fpath).graph.node if n.op_type == "BatchNormalization"]
+    result = compare(fpath, qpath, None, what_if=0, progress=False, samples=2)
+    assert not result.unpaired
+    convs = {n.name: n for n in result.nodes if n.op_type == "Conv"}
+    assert len(convs) == 6 and len(folded) == 6
+    assert {n.float_output for n in convs.values()} == {b.output[0] for b in folded}
+    assert all(35 < n.weights[0].snr_db < 60 for n in convs.values())
+
+
+def test_shapes_without_data_shape_the_random_inputs(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    fpath, qpath = float_and_quant(tmp_path)
+    shape = "x".join(str(d.dim_value) for d in
+                     onnx.load(fpath).graph.input[0].type.tensor_type.shape.dim)
+    name = onnx.load(fpath).graph.input[0].name
+    assert main(["compare", str(fpath), str(qpath), "--shapes", f"{name}:{shape}",
+                 "--samples", "1", "--json"]) == 0
+    capsys.readouterr()
+    # A shape the model cannot take is refused: the shapes reach the data, not dropped.
+    wrong = shape.rsplit("x", 1)[0] + "x7"
+    assert main(["compare", str(fpath), str(qpath), "--shapes", f"{name}:{wrong}",
+                 "--samples", "1"]) == 2
+    assert "differs from the model's" in capsys.readouterr().err
+
+
 def test_the_user_metric_hook_is_averaged_over_samples(bad: tuple) -> None:
     fpath, qpath, data, _result = bad
     seen = []

@@ -191,6 +191,16 @@ class DataOptions:
         return DataRequest(self.source, batch=self.batch, limit=self.sample_limit,
                            shapes=self.shapes, preprocess=self.preprocess_spec(), seed=self.seed)
 
+    def request_or_random(self) -> Any:
+        """:meth:`request`, or for a command that runs on random data when none is given, a
+        random one: ``--shapes`` without ``--data`` then shapes it, never dropped in silence."""
+        if self.source is not None or not self.shapes:
+            return self.request()
+        from qdqkit.core.data import DataRequest
+
+        return DataRequest("random", batch=self.batch, limit=self.limit or self.samples,
+                           shapes=self.shapes, seed=self.seed)
+
     @property
     def sample_limit(self) -> int | None:
         """How many samples to read: ``--limit``, or for 'random' data ``--samples``."""

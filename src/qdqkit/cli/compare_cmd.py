@@ -60,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
     if output:
         check_html_output(Path(output))  # a wrong name is refused before minutes of runs
     result = compare(
-        args.float_model, args.quant_model, data.request(), samples=data.limit or data.samples,
+        args.float_model, args.quant_model, data.request_or_random(), samples=data.limit or data.samples,
         batch=data.batch, seed=data.seed, views=views, what_if=max(0, args.what_if),
         what_if_samples=max(1, args.what_if_samples), class_axis=args.class_axis,
         trt=TRT.given(args),

@@ -10,6 +10,10 @@
    them). Graph inputs pair by name, else by position when the counts agree.
 3. Weights pair through their nodes: the quantized node's weight input and the float node's input
    at the same index, both read as constants.
+4. A BatchNormalization folded into its conv (``qdqkit quantize`` folds them, as TensorRT does):
+   the quantized conv writes the BN's output name. It pairs with the float conv, its output with
+   the float BN's output (the same values), and its weight with the float weight scaled per
+   output channel by gamma / sqrt(var + eps), as the fold scaled it.
 """
 
 from __future__ import annotations
@@ -139,10 +143,15 @@ def pair_models(quant: ir.Model, float_model: ir.Model, quant_name: str,
     for qname, fname in inputs.items():
         pairs[_value(qgraph, qname)] = fvalues[fname]
     float_node_of: dict[ir.Node, ir.Node] = {}
+    folded: dict[ir.Node, _FoldedBatchNorm] = {}  # rule 4
     for node in qgraph:
         if is_qdq(node) or _constant_node(node, view):
             continue
         match = _match_by_name(node, fvalues)
+        fold = _folded_by_name(node, fvalues) if match is None else None
+        if fold is not None:
+            match = fold.conv
+            folded[node] = fold
         if match is None:
             key = (node.op_type, tuple(_key_input(v, view, pairs) for v in node.inputs))
             if any(k is _UNPAIRED for k in key[1]):
@@ -152,10 +161,11 @@ def pair_models(quant: ir.Model, float_model: ir.Model, quant_name: str,
         if match is None or not same_shapes(node, match):
             continue
         float_node_of[node] = match
-        for qout, fout in zip(node.outputs, match.outputs, strict=False):
+        twin = folded[node].batchnorm if node in folded else match
+        for qout, fout in zip(node.outputs, twin.outputs, strict=False):
             pairs[qout] = fout
     sites = _activation_sites(view, pairs)
-    nodes, unpaired = _quantized_nodes(qgraph, view, sites, float_node_of, fconstants)
+    nodes, unpaired = _quantized_nodes(qgraph, view, sites, float_node_of, fconstants, folded)
     outputs: dict[str, str] = {}
     for out in qgraph.outputs:
         looked = _looked_through(out, view)
@@ -204,6 +214,37 @@ def _match_by_name(node: ir.Node, fvalues: dict[str, ir.Value]) -> ir.Node | Non
     if producer is None or producer.op_type != node.op_type:
         return None
     return producer
+
+
+@dataclass(frozen=True)
+class _FoldedBatchNorm:
+    """A float Conv and the BatchNormalization after it that the quantized conv has folded in."""
+
+    conv: ir.Node
+    batchnorm: ir.Node
+    scale: np.ndarray  # per output channel: gamma / sqrt(var + eps)
+
+
+def _folded_by_name(node: ir.Node, fvalues: dict[str, ir.Value]) -> _FoldedBatchNorm | None:
+    """Rule 4: ``node`` (a Conv) writes the name of a float BN that reads a float Conv only it
+    reads, with constant statistics."""
+    if node.op_type != "Conv" or not node.outputs or not node.outputs[0].name:
+        return None
+    value = fvalues.get(node.outputs[0].name)
+    batchnorm = value.producer() if value is not None else None
+    if batchnorm is None or batchnorm.op_type != "BatchNormalization" or len(batchnorm.inputs) < 5:
+        return None
+    source = batchnorm.inputs[0]
+    conv = source.producer() if source is not None else None
+    if conv is None or source is None or conv.op_type != "Conv" or len(source.uses()) != 1:
+        return None
+    gamma, _, _, variance = (constant_array(v) for v in batchnorm.inputs[1:5])
+    if gamma is None or variance is None:
+        return None
+    epsilon = batchnorm.attributes["epsilon"].as_float() if "epsilon" in batchnorm.attributes \
+        else 1e-5
+    scale = np.asarray(gamma, np.float64) / np.sqrt(np.asarray(variance, np.float64) + epsilon)
+    return _FoldedBatchNorm(conv, batchnorm, scale)
 
 
 def _value(graph: ir.Graph, name: str) -> ir.Value:
@@ -256,6 +297,7 @@ def _activation_sites(view: QdqView, pairs: dict[ir.Value, ir.Value]) -> dict[st
 def _quantized_nodes(
     graph: ir.Graph, view: QdqView, sites: dict[str, ActivationSite],
     float_node_of: dict[ir.Node, ir.Node], fconstants: set[ir.Value],
+    folded: dict[ir.Node, _FoldedBatchNorm],
 ) -> tuple[list[QuantizedNode], list[str]]:
     site_of_dq: dict[ir.Value, str] = {}
     for site in sites.values():
@@ -267,24 +309,28 @@ def _quantized_nodes(
         if is_qdq(node) or not node.outputs or _constant_node(node, view):
             continue
         activations = [site_of_dq[v] for v in node.inputs if v in site_of_dq]
-        weights = [w for w in (_weight_site(node, i, view, float_node_of.get(node), fconstants)
+        fold = folded.get(node)
+        weights = [w for w in (_weight_site(node, i, view, float_node_of.get(node), fconstants,
+                                            fold.scale if fold is not None else None)
                                for i in range(len(node.inputs))) if w is not None]
         if not activations and not weights:
             continue
         match = float_node_of.get(node)
         if match is None:
             unpaired.append(node_label(node))
+        written = fold.batchnorm if fold is not None else match
         nodes.append(QuantizedNode(
             node=node, name=node_label(node), op_type=node.op_type,
             output=node.outputs[0].name or "", float_node=match,
-            float_output=match.outputs[0].name or None if match is not None else None,
+            float_output=written.outputs[0].name or None if written is not None else None,
             activation_sites=list(dict.fromkeys(activations)), weights=weights,
         ))
     return nodes, unpaired
 
 
 def _weight_site(node: ir.Node, index: int, view: QdqView, match: ir.Node | None,
-                 fconstants: set[ir.Value]) -> WeightSite | None:
+                 fconstants: set[ir.Value], folded_scale: np.ndarray | None = None
+                 ) -> WeightSite | None:
     value = node.inputs[index]
     dq = view.dequantize_producer(value)
     if dq is None or view.dq_source(dq) not in (DqSource.CONSTANT, DqSource.QUANTIZE):
@@ -316,6 +362,11 @@ def _weight_site(node: ir.Node, index: int, view: QdqView, match: ir.Node | None
             array = constant_array(fvalue)
             if array is not None and array.size == dequantized.size:
                 original = np.asarray(array, dtype=np.float32).reshape(dequantized.shape)
+                if folded_scale is not None:  # rule 4: a Conv weight or bias, channels first
+                    if original.ndim == 0 or folded_scale.size != len(original):
+                        return None
+                    shape = (-1,) + (1,) * (original.ndim - 1)
+                    original = (original * folded_scale.reshape(shape)).astype(np.float32)
     return WeightSite(node=node_label(node), input_index=index, dequantized=dequantized,
                       original=original, channel_axis=params.axis if params.per_channel else None)
 
