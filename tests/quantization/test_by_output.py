@@ -60,6 +60,28 @@ def test_auto_keeps_the_max_where_clipping_costs_the_output() -> None:
     assert "auto_by_output" not in mse.calibration
 
 
+def test_samples_run_two_at_a_time_give_the_errors_of_one_at_a_time(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import qdqkit.quantization.by_output as by_output
+
+    builder, data = _thresholded(), _data(16)
+    threads: list[int] = []
+    real_session = by_output.make_session
+
+    def spy(model, **kwargs):  # type: ignore[no-untyped-def]
+        threads.append(kwargs.get("threads", 0))
+        return real_session(model, **kwargs)
+
+    monkeypatch.setattr(by_output, "make_session", spy)
+    monkeypatch.setattr(by_output, "available_cores", lambda: 4)
+    at_once = quantize(builder.proto(), data, method="auto", trt="10")
+    assert threads[-1] == 2  # the quantized model's session: half of four cores per run
+    monkeypatch.setattr(by_output, "available_cores", lambda: 1)
+    one_by_one = quantize(builder.proto(), data, method="auto", trt="10")
+    assert threads[-1] == 0
+    assert at_once.calibration["auto_by_output"] == one_by_one.calibration["auto_by_output"]
+    assert [t.as_dict() for t in at_once.tensors] == [t.as_dict() for t in one_by_one.tensors]
+
+
 def test_the_judged_samples_depend_on_neither_batch_size_nor_order() -> None:
     inputs = [ModelInput("x", np.dtype(np.float32), (None, 8, 16, 16))]
     data = np.concatenate([b["x"] for b in _data(10)])

@@ -113,6 +113,14 @@ _SHAREABLE = frozenset({ir.DataType.FLOAT, ir.DataType.DOUBLE, ir.DataType.FLOAT
                         ir.DataType.INT8, ir.DataType.UINT8, ir.DataType.INT32, ir.DataType.INT64})
 
 
+def available_cores() -> int:
+    """The cores this process may run on (its affinity, not the machine's count)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
 def _serialize_sharing_weights(model: ir.Model, options: Any) -> tuple[bytes, list[Any]]:
     """The model's bytes with its large initializers handed to onnxruntime as arrays.
 

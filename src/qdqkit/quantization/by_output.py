@@ -24,6 +24,10 @@ measures the output:
    between ``max`` and the per-tensor pick while that lowers the error, within a fixed number of
    runs. A change is kept only when it lowers the error by 0.5 dB or more, so the noise of a few
    samples does not steer the choice. A run that switches nothing is never made.
+5. The evaluation samples of a configuration run two at a time, each on half the cores: the
+   search is ~120 runs, and independent runs keep every core busy where one run's threads wait
+   for each other at every operator (on two cores, 13.7 s instead of 19-22 s with other work
+   running). The sums are taken in sample order, so the errors do not change.
 """
 
 from __future__ import annotations
@@ -31,13 +35,14 @@ from __future__ import annotations
 import hashlib
 import heapq
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
 import onnx_ir as ir
 
 from qdqkit.core.model_inputs import ModelInput
-from qdqkit.core.numerics import make_session, run
+from qdqkit.core.numerics import available_cores, make_session, run
 from qdqkit.core.qdq import is_dequantize, is_quantize
 from qdqkit.core.upcast import upcast_float16
 from qdqkit.passes.insert_qdq import ActivationQdq, InsertQdq, WeightQdq
@@ -112,7 +117,18 @@ def choose_by_output(
     if not groups or not samples:
         return OutputChoice({})
     amaxes = {g: calibrated.candidates(g, UNIFORM) for g in groups}
-    evaluator = _Evaluator(planned, placement, groups, samples, per_tensor_weights)
+    with ThreadPoolExecutor(max_workers=_PARALLEL_RUNS,
+                            thread_name_prefix="qdqkit-by-output") as pool:
+        evaluator = _Evaluator(planned, placement, groups, samples, per_tensor_weights, pool)
+        return _search(groups, amaxes, evaluator, search_runs)
+
+
+_PARALLEL_RUNS = 2  # rule 5
+
+
+def _search(groups: Sequence[str], amaxes: Mapping[str, Mapping[str, float]],
+            evaluator: _Evaluator, search_runs: int) -> OutputChoice:
+    """Rule 4 over ``evaluator``'s configurations."""
 
     baseline: list[np.ndarray] = []
 
@@ -167,8 +183,10 @@ class _Evaluator:
     """The quantized model with activation scales as inputs, and the float outputs to match."""
 
     def __init__(self, planned: ir.Model, placement: Placement, groups: Sequence[str],
-                 samples: Sequence[Mapping[str, np.ndarray]], per_tensor_weights: bool) -> None:
+                 samples: Sequence[Mapping[str, np.ndarray]], per_tensor_weights: bool,
+                 pool: ThreadPoolExecutor) -> None:
         self.samples = list(samples)
+        self.pool = pool
         float_model = planned.clone()
         upcast_float16(float_model)  # onnxruntime's float optimizations are for float32 graphs
         self.judged = _expose_judged(float_model)
@@ -176,8 +194,12 @@ class _Evaluator:
         reference = make_session(float_model, optimize=True)
         self.reference = [run(reference, s, self.outputs) for s in self.samples]
         self.inputs = {g: f"qdqkit_scale_{i}" for i, g in enumerate(groups)}
+        # Rule 5: runs at once on half the cores each, when there are cores and runs to share.
+        at_once = len(self.samples) > 1 and available_cores() >= _PARALLEL_RUNS
         self.session = make_session(self._model(planned, placement, per_tensor_weights),
-                                    optimize=True)
+                                    optimize=True, spin=not at_once,
+                                    threads=max(1, available_cores() // _PARALLEL_RUNS)
+                                    if at_once else 0)
 
     def _model(self, planned: ir.Model, placement: Placement,
                per_tensor_weights: bool) -> ir.Model:
@@ -221,8 +243,9 @@ class _Evaluator:
         scales = {self.inputs[g]: np.array(a / 127.0 if a > 0 else 1.0, np.float32)
                   for g, a in amaxes.items()}
         totals = np.zeros(len(self.judged))
-        for sample, want in zip(self.samples, self.reference, strict=True):
-            got = run(self.session, {**sample, **scales}, self.outputs)
+        runs = self.pool.map(lambda sample: run(self.session, {**sample, **scales}, self.outputs),
+                             self.samples)
+        for want, got in zip(self.reference, runs, strict=True):
             for i, judged in enumerate(self.judged):
                 totals[i] += judged.error(want[judged.name], got[judged.name])
         return totals

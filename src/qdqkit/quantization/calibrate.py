@@ -24,7 +24,6 @@
 
 from __future__ import annotations
 
-import os
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -36,6 +35,7 @@ import onnx
 from qdqkit.core.activations import ActivationRunner
 from qdqkit.core.calibration import TensorCalibration, calibrate, clipped_fraction
 from qdqkit.core.host_ops import HostForward
+from qdqkit.core.numerics import available_cores
 from qdqkit.core.observers import TensorObserver, TensorRange, merged
 
 Batch = dict[str, np.ndarray | TensorRange]  # one batch's observed tensors, whole or reduced
@@ -190,11 +190,7 @@ def calibrate_groups(
 
 
 def _cores() -> int:
-    """The cores this process may run on (its affinity, not the machine's count)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
+    return available_cores()
 
 
 def _parallel_runs(histogram: bool, expected_batches: int | None) -> int:
