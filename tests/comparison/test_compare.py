@@ -223,6 +223,37 @@ def test_a_conv_with_its_batchnorm_folded_in_pairs_with_the_float_conv_and_bn(
     assert all(35 < n.weights[0].snr_db < 60 for n in convs.values())
 
 
+def test_a_dimension_only_one_model_knows_does_not_unpair_a_node(tmp_path: Path) -> None:
+    # The float model computes its ConvTranspose weight (a Reshape of a Cast shape, as
+    # paddle2onnx exports write casts), so its output channels are symbolic; the quantized model
+    # stores the weight, so they are known. The two shapes agree wherever both know a dimension.
+    from qdqkit.examples.graph import GraphBuilder
+    from qdqkit.quantization import quantize
+
+    g = GraphBuilder("computed_weight", seed=0)
+    x = g.input("x", ["N", 24, 8, 8])
+    y = g.conv(x, 24, 24, weight="float", name="c0")
+    shape = g.node("Cast", [g.const(np.array([24, 24, 2, 2], np.int32), "w_shape32")], to=7)
+    weight = g.node("Reshape", [g.const(g.rng.normal(0, 0.1, 24 * 24 * 4).astype(np.float32),
+                                        "w_flat"), shape], out="up_w")
+    up = g.node("ConvTranspose", [y, weight], kernel_shape=[2, 2], strides=[2, 2], name="up")
+    g.output(g.node("Relu", [up], out="y"), ["N", 24, 16, 16])
+    proto = g.proto()
+    proto.graph.value_info.append(
+        helper.make_tensor_value_info("up_w", onnx.TensorProto.FLOAT, ["co", "ci", 2, 2]))
+    fpath, qpath = tmp_path / "float.onnx", tmp_path / "int8.onnx"
+    onnx.save(proto, fpath)
+    rng = np.random.default_rng(0)
+    quantize(fpath, [{"x": rng.normal(size=(1, 24, 8, 8)).astype(np.float32)} for _ in range(4)],
+             output=qpath, method="max", keep_unpaid=True)
+    quantized = onnx.load(qpath)
+    del quantized.graph.value_info[:]  # shapes from the stored weight, as a fresh export has
+    onnx.save(quantized, qpath)
+    result = compare(fpath, qpath, None, what_if=0, progress=False, samples=2)
+    assert not result.unpaired
+    assert {n.name for n in result.nodes} >= {"c0", "up"}
+
+
 def test_shapes_without_data_shape_the_random_inputs(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     fpath, qpath = float_and_quant(tmp_path)

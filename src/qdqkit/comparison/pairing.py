@@ -132,11 +132,17 @@ def pair_models(quant: ir.Model, float_model: ir.Model, quant_name: str,
     qtypes, ftypes = infer_value_types(quant), infer_value_types(float_model)
 
     def same_shapes(qnode: ir.Node, fnode: ir.Node) -> bool:
-        # Where both shapes are known they must agree: a structural twin of another width is
-        # not the tensor this one was quantized from.
+        # Where both sides know a dimension they must agree: a structural twin of another width
+        # is not the tensor this one was quantized from. A dimension one side cannot infer (a
+        # weight the float model computes with a Cast, stored in the quantized one) says nothing.
         for qout, fout in zip(qnode.outputs, fnode.outputs, strict=False):
             qshape, fshape = qtypes.shape_of(qout), ftypes.shape_of(fout)
-            if qshape is not None and fshape is not None and _static(qshape) != _static(fshape):
+            if qshape is None or fshape is None:
+                continue
+            qdims, fdims = _static(qshape), _static(fshape)
+            if len(qdims) != len(fdims) or any(
+                    q is not None and f is not None and q != f
+                    for q, f in zip(qdims, fdims, strict=True)):
                 return False
         return True
     pairs: dict[ir.Value, ir.Value] = {}
