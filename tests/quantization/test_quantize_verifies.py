@@ -48,3 +48,28 @@ def test_the_default_output_translates_and_verifies_exactly(tmp_path: Path) -> N
     check = verify(out, tmp_path / "t")
     assert check.changed_weights == 0
     assert check.min_snr_db == math.inf, check.outputs
+
+
+def test_layers_kept_fp32_for_their_range_are_emulated_fp32(tmp_path: Path) -> None:
+    # conv1's layer writes beyond 65504, so quantize keeps it FP32 and translate pins it with
+    # --layerPrecisions ...:fp32; rounding what it writes to FP16 would make both models inf.
+    from qdqkit.examples.graph import GraphBuilder
+
+    g = GraphBuilder("wide", seed=0, opset=19)
+    x = g.input("x", [1, 32, 8, 8])
+    r1 = g.node("Relu", [g.conv(x, 32, 32, weight="float", name="conv1", std=1e5)],
+                name="relu1", out="r1")
+    y = g.node("Relu", [g.conv(r1, 32, 32, weight="float", name="conv2", std=1e-3)],
+               name="relu2", out="y")
+    g.output(y, [1, 32, 8, 8])
+    batches = [{"x": np.random.default_rng(i).uniform(0, 1, (1, 32, 8, 8)).astype(np.float32)}
+               for i in range(4)]
+    out = tmp_path / "wide_int8.onnx"
+    result = quantize(g.proto(), batches, output=out, method="max", exclude=["conv1"],
+                      keep_unpaid=True)
+    assert {"conv1", "relu1"} <= set(result.fp32_nodes)
+    translate(out, tmp_path / "t")
+    layer_arg = next((tmp_path / "t").glob("*_layer_arg.txt")).read_text()
+    assert "conv1:fp32" in layer_arg and ":fp16" not in layer_arg
+    check = verify(out, tmp_path / "t", inputs=batches)
+    assert check.passed and check.min_snr_db > 40, check.outputs

@@ -27,7 +27,7 @@ from qdqkit.core.data import CalibrationData, DataSource, open_data
 from qdqkit.core.errors import QdqkitError
 from qdqkit.core.host_ops import HostForward
 from qdqkit.core.images import Preprocess
-from qdqkit.core.kept_float import record_kept_float
+from qdqkit.core.kept_float import FP32_KEY, record_kept_float
 from qdqkit.core.model_io import load_model, stage_model
 from qdqkit.core.progress import Progress
 from qdqkit.core.qdq import node_label
@@ -212,6 +212,7 @@ def quantize(
     _stamp(quantized, options, calibration)
     record_kept_float(quantized, {node_label(d.node): d.reason for d in placement.weighted
                                   if not d.quantized and d.reason})
+    record_kept_float(quantized, fp32_nodes, FP32_KEY)  # translate pins them (core.kept_float)
     linted = lint(quantized, trt=trt, target=target, shapes=_shape_spec(judged_shapes))
     lint_warnings: dict[str, int] = {}
     for group in linted.groups:

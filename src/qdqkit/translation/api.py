@@ -14,6 +14,9 @@ Steps (each a pass or a small function with its own module):
    ``--layerPrecisions``, not from tensor types; float16 types would only round every dequantized
    and folded weight to float16, and TensorRT would derive its weight scales (max|w|/127) from
    those rounded values, moving every per-channel scale by up to 2^-12.
+5. The nodes ``qdqkit quantize`` kept FP32 for their range, recorded in the model's metadata
+   (``core.kept_float``), are pinned FP32 too: in a float32 model (``--trt 10``, or a TensorRT 11
+   model whose remainder could not be FP16) nothing else shows them.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections.abc import Mapping
 from dataclasses import InitVar, dataclass, field
 from pathlib import Path
 
@@ -29,6 +33,7 @@ from onnx_ir.passes.common import RemoveUnusedNodesPass
 
 from qdqkit.core.errors import QdqkitError, UnsupportedModelError
 from qdqkit.core.gc_pause import paused_cyclic_gc
+from qdqkit.core.kept_float import FP32_KEY, kept_float
 from qdqkit.core.model_io import file_sha256, load_model
 from qdqkit.core.qdq import QdqView, is_qdq, node_label
 from qdqkit.core.upcast import upcast_float16
@@ -178,6 +183,7 @@ def translate_model(
         view = QdqView(graph)
         constants = view.constant_values
     NameUnnamedNodes()(model)
+    fp32_nodes = _with_recorded_fp32(graph, fp32_nodes, kept_float(model, FP32_KEY))
     if options.rename_node_outputs:
         RenameNodeOutputs()(model)
     scales = ScaleTable()
@@ -286,6 +292,17 @@ def _propagation_hint(
     option = "--addtl_ops_to_infer_adjacent_scales " + " ".join(
         (*options.addtl_ops_to_infer_adjacent_scales, *ops))
     return PropagationHint(ops, option, len(before), len(after))
+
+
+def _with_recorded_fp32(graph: ir.Graph, explicit: frozenset[ir.Node] | None,
+                        recorded: Mapping[str, str]) -> frozenset[ir.Node] | None:
+    """Rule 5: the nodes ``quantize`` kept FP32 for their range (``core.kept_float``), added to a
+    mixed-precision source's float32 nodes. A float32 model shows no such choice in its types,
+    and an ``--int8 --fp16`` build would run those nodes FP16, past FP16's range."""
+    if not recorded:
+        return explicit
+    named = frozenset(node for node in graph if node.name in recorded)
+    return (explicit or frozenset()) | named
 
 
 def _float32_interface(graph: ir.Graph) -> bool:

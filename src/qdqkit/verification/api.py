@@ -41,6 +41,7 @@ from qdqkit.report.text import decibels
 from qdqkit.translation.fp16 import select_fp16_nodes
 from qdqkit.translation.writer import SOURCE_KEY, OutputPaths
 from qdqkit.trt.calib_cache import CalibCache, read_calib_cache
+from qdqkit.trt.layer_args import parse_layer_precisions
 from qdqkit.verification.bundle import (
     check_cache_scales,
     check_source,
@@ -172,7 +173,7 @@ def verify(
         raise QdqkitError(
             f"{paths.noqdq_model}: has no output '{absent[0]}' that {qdq_path} has; translate again"
         )
-    unscaled = _unscaled_tensors(noqdq, cache)
+    unscaled = _unscaled_tensors(noqdq, cache, _fp32_layers(paths))
     in_reference, unmatched = reference_names(noqdq.graph, reference_model.graph, unscaled)
     del noqdq  # each emulation loads its own copy, after the Q/DQ model's session is gone
     if isinstance(inputs, DataRequest):
@@ -285,13 +286,31 @@ def _interface_proto(model: ir.Model) -> onnx.ModelProto:
     return proto
 
 
-def _unscaled_tensors(model: ir.Model, cache: CalibCache) -> list[str]:
+def _fp32_layers(paths: OutputPaths) -> frozenset[str]:
+    """The layers the bundle's ``--layerPrecisions`` keeps FP32 (a mixed-precision source's
+    float32 nodes, kept there for their range): the build runs them FP32, so the emulation must
+    not round what they write to FP16."""
+    if not paths.layer_arg.is_file():
+        return frozenset()
+    try:
+        precisions = parse_layer_precisions(paths.layer_arg.read_text())
+    except QdqkitError as exc:
+        raise QdqkitError(f"{paths.layer_arg}: {exc}; translate the model again") from None
+    return frozenset(name for name, precision in precisions.items() if precision == "fp32")
+
+
+def _unscaled_tensors(model: ir.Model, cache: CalibCache,
+                      fp32_layers: frozenset[str] = frozenset()) -> list[str]:
+    """The tensors an ``--int8 --fp16`` build of the bundle computes in FP16: no cached scale,
+    written by a layer the build does not keep FP32."""
     fill_value_types(model)
     table = ScaleTable()
     for value in (*model.graph.inputs, *(out for node in model.graph for out in node.outputs)):
         if value.name in cache.scales:
             table.set(value, cache.scales[value.name], ScaleOrigin.QDQ, "cache")
-    return select_fp16_nodes(model.graph, table).unscaled_tensors
+    fp32_nodes = frozenset(n for n in model.graph if n.name in fp32_layers) if fp32_layers \
+        else None
+    return select_fp16_nodes(model.graph, table, fp32_nodes=fp32_nodes).unscaled_tensors
 
 
 def _emulate(
