@@ -140,7 +140,11 @@ def select_fp16_nodes(graph: ir.Graph, scales: ScaleTable, add_unary: bool = Fal
         if mixed and producer is not None and producer in chosen:
             fp32.setdefault(producer.name or "", None)
             continue  # a float32 tensor of a float32 node: not an FP16 one
-        selection.unscaled_tensors.append(value.name or "")
+        if not mixed or value.is_graph_output() or any(
+                use.node not in chosen for use in value.uses()):
+            # A tensor only float32 layers read (a network input of a layer kept FP32 for its
+            # range) is never FP16 on the device.
+            selection.unscaled_tensors.append(value.name or "")
         for use in value.uses():
             name = use.node.name
             if mixed and use.node in chosen:
