@@ -160,7 +160,7 @@ def calibrate_groups(
     for feeds, tensors in _in_flight(runner, batches, runs):
         for name, array in tensors.items():
             observers[name].update(array)
-        del tensors  # this batch and the one running ahead are all the activations alive
+        del tensors  # this batch and the ones running ahead are all the activations alive
         if on_feeds is not None:
             on_feeds(feeds)
         first = next(iter(feeds.values()), None)
@@ -190,6 +190,7 @@ def calibrate_groups(
 
 
 def _cores() -> int:
+    """The cores this process may use (its own function, so a test can stand in another machine)."""
     return available_cores()
 
 
