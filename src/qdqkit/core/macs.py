@@ -35,7 +35,9 @@ def macs_of(
     node: ir.Node, weight_shape: tuple[int, ...] | None = None, *,
     shape_of: ShapeOf = _stored_shape,
 ) -> int | None:
-    """MACs of one Conv/ConvTranspose/Gemm/MatMul, or None when shapes are unknown.
+    """MACs of one Conv/ConvTranspose/Gemm/MatMul or recurrent layer (LSTM, GRU, RNN: every
+    step multiplies the input by W and the hidden state by R, for each gate and direction), or
+    None when shapes are unknown.
 
     ``shape_of`` reads a value's shape (default: the shape stored on the value), so a caller can
     supply inferred shapes without writing them into the model.
@@ -61,6 +63,20 @@ def macs_of(
             )
             k = a[0] if trans_a and len(a) == 2 else a[-1]
             return _prod(out) * k
+        if node.op_type in ("LSTM", "GRU", "RNN"):
+            return _recurrent_macs(node, shape_of)
     except (IndexError, TypeError) as exc:
         raise QdqkitError(f"cannot count MACs of node '{node.name}': {exc}") from None
     return None
+
+
+def _recurrent_macs(node: ir.Node, shape_of: ShapeOf) -> int | None:
+    """steps x batch x directions x (gates x hidden) x (input + hidden): W [dirs, gates*hidden,
+    input] and R [dirs, gates*hidden, hidden] applied at every step. X is [steps, batch, input],
+    or [batch, steps, input] with ``layout`` 1: the product is the same either way."""
+    x = _dims(node.inputs[0], shape_of)
+    w = _dims(node.inputs[1], shape_of) if len(node.inputs) > 1 else None
+    r = _dims(node.inputs[2], shape_of) if len(node.inputs) > 2 else None
+    if not x or not w or not r or len(x) != 3 or len(w) != 3 or len(r) != 3:
+        return None
+    return x[0] * x[1] * w[0] * w[1] * (w[2] + r[2])
