@@ -11,7 +11,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from qdqkit.core.errors import UnsupportedModelError
 from qdqkit.examples.graph import GraphBuilder
-from qdqkit.translation import translate
+from qdqkit.translation import TranslateOptions, translate
 
 
 def test_integer_shape_layers_are_not_pinned_to_fp16(tmp_path: Path) -> None:
@@ -102,6 +102,29 @@ def test_a_leaky_relu_in_fp16_gets_a_measured_hint(tmp_path: Path,
     text = capsys.readouterr().out
     assert "hint: the 1 FP16 layers include LeakyRelu" in text
     assert f"trtexec --onnx={tmp_path / 'cli' / 'leaky_noqdq.onnx'}" in text
+
+
+def test_a_q_after_a_concat_gets_the_concat_hint_and_the_flag_verifies(tmp_path: Path) -> None:
+    from qdqkit.verification import verify
+
+    # Two convs write float into a Concat whose output alone has a Q (TensorRT moves it in front
+    # of the Concat in an explicit build). Translated as is, the Concat and its inputs are FP16;
+    # --infer_concat_scales gives the inputs the output's scale, as the explicit build has it.
+    g = GraphBuilder("concat_q", seed=0)
+    x = g.qdq(g.input("x", [1, 16, 8, 8]), 0.02, name="x")
+    a = g.node("Relu", [g.conv(x, 16, 16, name="ca")], name="ra")
+    b = g.node("Relu", [g.conv(x, 16, 16, name="cb")], name="rb")
+    joined = g.node("Concat", [a, b], name="cat", axis=1)
+    y = g.conv(g.qdq(joined, 0.05, name="cat_out"), 32, 16, name="cc")
+    g.output(g.qdq(y, 0.05, name="y"))
+    path = g.save(tmp_path / "concat_q.onnx")
+    plain = translate(path, tmp_path / "plain")
+    hint = plain.propagation_hint
+    assert hint is not None and hint.ops == ["Concat"] and hint.option == "--infer_concat_scales"
+    assert hint.fp16_after < hint.fp16_before
+    inferred = translate(path, tmp_path / "inferred", TranslateOptions(infer_concat_scales=True))
+    assert inferred.propagation_hint is None and len(inferred.fp16_nodes) == hint.fp16_after
+    assert verify(path, tmp_path / "inferred").min_snr_db == float("inf")
 
 
 @pytest.mark.parametrize("scale", [float("nan"), -0.05, 0.0])

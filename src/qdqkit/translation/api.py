@@ -280,18 +280,24 @@ def _propagation_hint(
         if producer is not None:
             involved.add(producer.op_type)
     ops = sorted(involved & (HINT_OPS - propagation.op_set()))
-    if not ops:
+    # A Concat whose output has a scale and its inputs none: an explicit build moves that Q in
+    # front of the Concat (B4), so the inputs are INT8 there; the implicit one needs the flag.
+    concat = not propagation.concat and "Concat" in involved
+    if not ops and not concat:
         return None
     wider = _copy_scales(scales)
-    extra = PropagationOptions(propagation.average_pool, propagation.concat, propagation.mul,
-                               (*propagation.extra_ops, *ops))
+    extra = PropagationOptions(propagation.average_pool, propagation.concat or concat,
+                               propagation.mul, (*propagation.extra_ops, *ops))
     propagate_scales(graph, wider, extra)
     after = select_fp16_nodes(graph, wider, options.add_unary_ew_scales_for_dla, fp32_nodes).nodes
     if len(after) >= len(before):
         return None
-    option = "--addtl_ops_to_infer_adjacent_scales " + " ".join(
-        (*options.addtl_ops_to_infer_adjacent_scales, *ops))
-    return PropagationHint(ops, option, len(before), len(after))
+    flags = ["--infer_concat_scales"] if concat else []
+    if ops:
+        flags.append("--addtl_ops_to_infer_adjacent_scales " + " ".join(
+            (*options.addtl_ops_to_infer_adjacent_scales, *ops)))
+    return PropagationHint((["Concat"] if concat else []) + ops, " ".join(flags), len(before),
+                           len(after))
 
 
 def _with_recorded_fp32(graph: ir.Graph, explicit: frozenset[ir.Node] | None,
