@@ -73,3 +73,30 @@ def test_layers_kept_fp32_for_their_range_are_emulated_fp32(tmp_path: Path) -> N
     assert "conv1:fp32" in layer_arg and ":fp16" not in layer_arg
     check = verify(out, tmp_path / "t", inputs=batches)
     assert check.passed and check.min_snr_db > 40, check.outputs
+
+
+def test_the_dla_output_translates_with_the_printed_line_and_verifies_exactly(
+    tmp_path: Path,
+) -> None:
+    # A SiLU's conv output and Sigmoid output are separate tensors in the implicit build: given
+    # the Mul's range by translate's propagation (H7), the conv output clipped its negative half,
+    # and the box decode's stride constant got a guessed range. Placed and calibrated on their
+    # own, with only the unary-scale flag left to translate, the build computes the Q/DQ model.
+    import shlex
+
+    from qdqkit.cli import main
+    from tests.quantization.float_models import yolo
+
+    out = tmp_path / "yolo_dla.onnx"
+    result = quantize(yolo().proto(), calibration_batches(yolo(), 4), output=out, method="max",
+                      trt="10", target="dla")
+    assert result.lint_errors == 0
+    translate_line = result.trtexec.split(" && ")[0]
+    assert main(shlex.split(translate_line)[1:]) == 0
+    folder = Path(shlex.split(translate_line)[shlex.split(translate_line).index("-o") + 1])
+    check = verify(out, folder)
+    assert check.min_snr_db == math.inf, check.outputs
+    inner = [n for n in result.model.graph if n.op_type == "QuantizeLinear"
+             and n.inputs[0].producer() is not None
+             and n.inputs[0].producer().op_type in ("Conv", "Sigmoid")]
+    assert inner, "the SiLU's inner tensors carry their own ranges"

@@ -65,7 +65,7 @@ def _add_reading_a_conv_through_qdq(shared: bool) -> GraphBuilder:
     fused into conv1), or shared with conv2 (conv1's output is needed apart anyway)."""
     g = GraphBuilder()
     x = g.qdq(g.input("x", [1, 32, 8, 8]), 0.1, name="in")
-    dq = g.qdq(g.node("Relu", [g.conv(x, 32, 32, name="c1")]), 0.2, name="c1_out")
+    dq = g.qdq(g.conv(x, 32, 32, name="c1"), 0.2, name="c1_out")
     out = g.node("Relu", [g.node("Add", [dq, g.qdq("x", 0.1, name="skip")], name="add")])
     g.output(g.conv(g.qdq(out, 0.3), 32, 32, name="next"))
     if shared:

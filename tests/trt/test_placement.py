@@ -299,10 +299,10 @@ def test_dla_placement_gives_translate_a_complete_cache() -> None:
         assert result.lint_errors == 0
         assert "--useDLACore=0" in result.trtexec
         model = ir.from_proto(ir.serde.serialize_model(result.model))
-        translation = translate_model(model, TranslateOptions(
-            infer_mul_scales=True, infer_concat_scales=True, infer_average_pool_scales=True,
-            add_unary_ew_scales_for_dla=True,
-            addtl_ops_to_infer_adjacent_scales=("BatchNormalization", "HardSwish", "HardSigmoid")))
+        # The one flag quantize prints for DLA: no propagation needed to complete the cache.
+        assert "translate" in result.trtexec and "--add_unary_ew_scales_for_dla" in result.trtexec
+        assert "--infer_mul_scales" not in result.trtexec
+        translation = translate_model(model, TranslateOptions(add_unary_ew_scales_for_dla=True))
         assert translation.fp16_nodes == [] and translation.unscaled_tensors == []
         outputs = [v.name for v in model.graph.outputs]
         assert all(name in translation.scales for name in outputs)  # I2: outputs scaled too
@@ -406,3 +406,25 @@ def test_dla_leaves_a_float_tail_before_the_network_outputs_unscaled() -> None:
     translation = translate_model(written, TranslateOptions())
     assert sorted(translation.fp16_nodes) == ["cls", "rows", "spatial", "unrows"]  # the tail
     assert "probs" not in translation.scales and "fc" not in translation.fp16_nodes
+
+
+def test_dla_ranges_a_conv_output_only_where_translate_cannot_derive_it() -> None:
+    """A ReLU's input takes its output's range exactly (H6): no Q/DQ of its own. A SiLU's conv
+    output and Sigmoid output would be guessed (H7): each gets its own, calibrated."""
+    def ranged_inputs(family, reader: str) -> set[str]:  # type: ignore[no-untyped-def]
+        """Producers of the tensors ``reader`` nodes read through Q/DQ."""
+        model = _quantized(family(), "10", target="dla").model
+        found = set()
+        for node in model.graph:
+            if node.op_type != reader:
+                continue
+            for value in node.inputs:
+                dq = value.producer() if value is not None else None
+                if dq is not None and dq.op_type == "DequantizeLinear":
+                    source = dq.inputs[0].producer().inputs[0].producer()
+                    found.add(source.op_type if source is not None else "input")
+        return found
+
+    assert "Conv" not in ranged_inputs(resnet, "Relu")
+    assert ranged_inputs(yolo, "Sigmoid") >= {"Conv"}
+    assert ranged_inputs(yolo, "Mul") >= {"Conv", "Sigmoid"}

@@ -188,6 +188,28 @@ def test_dla_places_supported_layers_and_reports_gpu_fallback() -> None:
     assert any(layer.origin == "layout" for layer in engine.layers)
 
 
+def test_dla_takes_ranges_inside_a_silu_into_the_conv_layer() -> None:
+    # The implicit DLA build turns each Q/DQ into a tensor's range: the conv, the SiLU and the
+    # ranges between them are one layer, where an explicit GPU build splits them (C7).
+    def model() -> ir.Model:
+        g = GraphBuilder()
+        y = g.qdq(g.conv(g.qdq(g.input("x", [1, 32, 8, 8])), 32, 32, name="conv"), 0.1,
+                  name="inner")
+        silu = g.node("Mul", [y, g.qdq(g.node("Sigmoid", [y], name="sig"), 1 / 127, name="s")],
+                      name="mul")
+        g.output(g.conv(g.qdq(silu, 0.1, name="out"), 32, 32, name="next"))
+        return g.ir()
+
+    dla = [layer for layer in predict_engine(model(), trt="10", target="dla").layers
+           if not layer.is_reformat]
+    gpu = [layer for layer in predict_engine(model(), trt="10").layers if not layer.is_reformat]
+    first = next(layer for layer in dla if "conv" in layer.onnx_nodes)
+    assert {"sig", "mul", "inner_Q", "s_DQ"} <= set(first.onnx_nodes)
+    assert "sig" in first.name and "inner_Q" not in first.name  # named as the translated model
+    assert first.outputs[0].precision == Precision.INT8
+    assert len(dla) == 2 and len(gpu) > 2
+
+
 def test_predict_engine_reads_a_path(tmp_path: Path) -> None:
     g = GraphBuilder()
     g.output(g.conv(g.qdq(g.input("x", [1, 32, 8, 8])), 32, 32))

@@ -51,11 +51,11 @@ from qdqkit.trt.versions import TARGETS, normalize_trt_version
 
 HIGH_PRECISIONS = ("fp16", "fp32")
 FP16_OPSET = 19  # Q/DQ take and give float16 from opset 19 on
-DLA_TRANSLATE_FLAGS = (
-    "--infer_mul_scales --infer_concat_scales --infer_average_pool_scales "
-    "--add_unary_ew_scales_for_dla --addtl_ops_to_infer_adjacent_scales BatchNormalization "
-    "HardSwish HardSigmoid"
-)
+# Every tensor DLA needs a range for carries its own Q/DQ (placement, I2); the one tensor left
+# to translate is a residual Add's conv input, whose unary scale keeps the accumulator unscaled
+# (I4). The propagation flags would only guess ranges the Q/DQ model does not use, such as a
+# Mul's product rule turned on a constant (H7), and clip what it keeps.
+DLA_TRANSLATE_FLAGS = "--add_unary_ew_scales_for_dla"
 
 
 def quantize(
@@ -270,8 +270,6 @@ def trtexec_line(output: Path, trt: str, target: str, *, high_precision: str = "
     if target == "dla":
         folder = output.with_name(output.stem + "_dla")
         base = folder / output.stem
-        # The propagation flags carry each fused layer's scale to the tensors inside it (SiLU,
-        # HardSwish, the conv branch of a residual Add), so the cache covers every layer.
         return (f"qdqkit translate -i {output} -o {folder} {DLA_TRANSLATE_FLAGS} && trtexec "
                 f"--onnx={base}_noqdq.onnx --calib={base}_precision_config_calib.cache --int8 "
                 "--fp16 --useDLACore=0 --allowGPUFallback --precisionConstraints=prefer "

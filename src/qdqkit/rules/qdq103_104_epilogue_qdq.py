@@ -4,7 +4,8 @@
 2. QDQ104: a later point of the fused chain (after BN or bias) does.
 Either way the epilogue runs as a separate layer. One check: the two differ only by where the
 chain was cut. A chain that ends in a pool (ConvActPool, C10) takes no further epilogue, so a
-BatchNorm or activation after it starts a layer of its own with or without the Q/DQ.
+BatchNorm or activation after it starts a layer of its own with or without the Q/DQ. Not for
+DLA, whose implicit build takes the pair as the tensor's range and fuses across it (I1).
 """
 
 from __future__ import annotations
@@ -101,6 +102,8 @@ def check(ctx: LintContext) -> Iterator[Finding]:
     from qdqkit.core.qdq import node_label
     from qdqkit.trt.predict.ops import ACTIVATIONS, POOLS, is_default_domain
 
+    if ctx.prediction.target == "dla":
+        return
     epilogue_ops = ACTIVATIONS | {"BatchNormalization"}
     for block in ctx.prediction.blocks:
         if block.weighted is None or block.last.op_type in POOLS:

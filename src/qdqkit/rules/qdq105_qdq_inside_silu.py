@@ -2,6 +2,8 @@
 
 The Mul reads x and Sigmoid(x), each possibly through one DQ(Q(.)) pair, where x comes from a
 weighted op, a BatchNorm or an Add; any pair on the way is reported with the SiLU's nodes.
+Not for DLA: its implicit build takes each pair as a tensor's range, which cuts no fusion, and
+the SiLU's inner tensors need their own there (I1, I2).
 """
 
 from __future__ import annotations
@@ -47,6 +49,8 @@ def check(ctx: LintContext) -> Iterator[Finding]:
     from qdqkit.core.qdq import node_label
     from qdqkit.trt.predict.ops import is_default_domain
 
+    if ctx.prediction.target == "dla":
+        return
     weighted = set(ctx.view.weighted_nodes)
     for node in ctx.nodes_of("Mul"):
         if len(node.inputs) != 2 or not is_default_domain(node):

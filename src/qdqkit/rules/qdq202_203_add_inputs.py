@@ -2,7 +2,9 @@
 
 1. QDQ202: an Add that does not fuse into a conv, whose input from a conv chain goes through Q/DQ:
    the conv writes INT8 and the Add runs as its own layer. A Q/DQ the Add shares with other
-   readers of the conv output is not reported: that output is needed apart anyway (B7).
+   readers of the conv output is not reported: that output is needed apart anyway (B7); nor is
+   one behind a chain that ends in an activation, which keeps the Add apart with or without it
+   (C6).
 2. QDQ203: both inputs come through DQ with different per-tensor scales.
 One check: both look at the same DQs in front of each Add.
 """
@@ -85,8 +87,8 @@ def check(ctx: LintContext) -> Iterator[Finding]:
                     continue  # one Q/DQ shared by several readers: no fusion was possible (B7)
                 source = q.inputs[0]
                 root = chain_root(facts, source, through_qdq=True) if source is not None else None
-                if q is None or dq is None or root is None or source is None:
-                    continue
+                if q is None or dq is None or root is None or source is None or root[1]:
+                    continue  # a chain ending in an activation keeps the Add apart anyway (C6)
                 layer = ctx.prediction.layer_of(node)
                 yield ctx.finding(
                     "QDQ202", f"Add '{node_label(node)}': its conv-branch input (from "

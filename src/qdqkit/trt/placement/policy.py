@@ -316,11 +316,13 @@ def _everywhere(
     facts: GraphFacts, blocked: Mapping[ir.Node, str], qreaders: dict[ir.Value, dict[ir.Node, None]]
 ) -> None:
     """DLA (I2): a scale on every float tensor that a runnable node reads or the network outputs,
-    except tensors inside a conv's fused layer (its BN/activation/residual epilogue): Q/DQ there
-    would break the fusion the GPU fallback needs, and ``translate`` carries the layer's scale.
-    A pointwise chain's inner tensors do get one: DLA runs each elementwise op as a layer of its
-    own, which stays INT8 only with scales on both sides. The float tail (``_float_tail``) gets
-    none."""
+    except a tensor inside a conv's fused layer whose scale ``translate`` derives exactly
+    (``_scale_copies_exactly``). Every other inner tensor gets its own, calibrated: the implicit
+    build takes the cached scale of every tensor whatever it fuses, so a derived one (a SiLU's
+    conv output given the Mul's scale, its Sigmoid 1/127: H7) would clip what the Q/DQ model
+    keeps. A pointwise chain's inner tensors get one too: DLA runs each elementwise op as a
+    layer of its own, which stays INT8 only with scales on both sides. The float tail
+    (``_float_tail``) gets none."""
     _, block_of = form_blocks(facts)
     tail = _float_tail(facts)
     for node in facts.graph:
@@ -335,7 +337,7 @@ def _everywhere(
                 producer = value.producer()
                 block = block_of.get(producer) if producer is not None else None
                 inside = block is not None and block.weighted is not None and (
-                    block is block_of.get(node))
+                    block is block_of.get(node)) and _scale_copies_exactly(node, block)
                 if (producer is None or producer not in blocked) and not inside:
                     qreaders.setdefault(value, {})[node] = None
     for value in facts.graph.outputs:
@@ -343,6 +345,21 @@ def _everywhere(
         if _float_data(facts, value) and (producer is None or (
                 producer not in blocked and producer not in tail)):
             qreaders.setdefault(value, {})
+
+
+# Epilogue readers after which a conv output needs no scale of its own on DLA: a ReLU's input
+# takes its output's scale (H6), which clips only what the ReLU zeroes; a Clip's input stays
+# float (translate copies no scale through it); no-ops pass the value on.
+_EXACT_EPILOGUE = frozenset({"Relu", "Clip", "Identity", "Dropout"})
+
+
+def _scale_copies_exactly(reader: ir.Node, block: Block) -> bool:
+    """Whether the tensor ``reader`` reads inside ``block`` can go without a Q/DQ on DLA: the
+    reader is an exact epilogue op; the residual Add, whose conv input takes the unary scale
+    (I4, H8) that leaves the accumulator unscaled as the Q/DQ model does; or the weighted op
+    itself behind a folded Pad, whose Q goes in front of the Pad (C12)."""
+    return (reader.op_type in _EXACT_EPILOGUE or reader is block.residual_add
+            or reader is block.weighted)
 
 
 def _float_tail(facts: GraphFacts) -> set[ir.Node]:

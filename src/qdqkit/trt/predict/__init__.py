@@ -145,7 +145,7 @@ def run_prediction(
     view = QdqView(graph)
     # Shapes come back as a table: predicting never writes into the caller's model.
     facts = collect_facts(graph, view, types if types is not None else infer_value_types(model),
-                          generic_epilogues=target != "dla")
+                          generic_epilogues=target != "dla", implicit_scales=target == "dla")
     blocks, block_of = form_blocks(facts)
     wanted = wanted_scales(facts)
     walk = PrecisionWalk(facts, block_of, wanted, strongly_typed=version == "11")

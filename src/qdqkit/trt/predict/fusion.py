@@ -9,7 +9,8 @@
    a tensor with more than one reader or at a Q. On the GPU (``generic_epilogues``) a non-depthwise
    op also takes a pointwise DAG that reads only its output and constants (an erf GELU, a
    decomposed HardSwish or Mish): TensorRT matches it as one PointWise fusion, then fuses that into
-   the convolution or GEMM (C8).
+   the convolution or GEMM (C8). Built implicitly (DLA: ``implicit_scales``), a Q -> DQ pair
+   inside the chain only gives the tensor its range (I1): the chain takes the pair and goes on.
 2. A residual Add (two computed inputs) joins the convolution on its *non-residual* input: an input
    that arrives through DQ is the residual; if both are plain convolution chains the later one takes
    the Add (it runs last and reads the other). The Add stays alone when the chain already holds an
@@ -27,7 +28,7 @@ from functools import cached_property
 import onnx_ir as ir
 
 from qdqkit.core.constants import constant_array, constant_source
-from qdqkit.core.qdq import QdqView, WeightRef, is_dequantize, is_qdq
+from qdqkit.core.qdq import QdqView, WeightRef, is_dequantize, is_qdq, is_quantize
 from qdqkit.core.shapes import ValueTypes
 from qdqkit.trt.predict.ops import (
     ACTIVATIONS,
@@ -87,6 +88,9 @@ class GraphFacts:
     # A weighted op takes a following pointwise DAG into its layer (GPU, rule 1); DLA runs each
     # elementwise op as a layer of its own.
     generic_epilogues: bool = True
+    # The build quantizes implicitly from the translated model (DLA): a Q/DQ pair becomes a
+    # tensor's dynamic range, which cuts no fusion.
+    implicit_scales: bool = False
 
     def shape_of(self, value: ir.Value) -> ir.Shape | None:
         return self.types.shape_of(value)
@@ -115,12 +119,12 @@ class GraphFacts:
 
 
 def collect_facts(graph: ir.Graph, view: QdqView, types: ValueTypes | None = None, *,
-                  generic_epilogues: bool = True) -> GraphFacts:
+                  generic_epilogues: bool = True, implicit_scales: bool = False) -> GraphFacts:
     order: dict[ir.Node, int] = {}
     folded: set[ir.Node] = set()
     weighted = {n for n in view.weighted_nodes if view.weight_index(n) is not None}
     facts = GraphFacts(graph, view, order, folded, weighted, types or ValueTypes(),
-                       generic_epilogues)
+                       generic_epilogues, implicit_scales)
     for index, node in enumerate(graph):
         order[node] = index
         if node.op_type == "Constant" or node.op_type in SHAPE_OPS:
@@ -141,14 +145,37 @@ def _single_reader(value: ir.Value) -> ir.Node | None:
 
 def silu_pair(facts: GraphFacts, value: ir.Value) -> tuple[ir.Node, ir.Node] | None:
     """``value`` read only by Sigmoid(value) and Mul(value, sigmoid): the SiLU pair."""
+    nodes = _silu_nodes(facts, value)
+    return (nodes[0], nodes[-1]) if nodes else None
+
+
+def _silu_nodes(facts: GraphFacts, value: ir.Value) -> list[ir.Node]:
+    """The SiLU's nodes in order, with the Q/DQ pair of an implicit build's Sigmoid range."""
     readers = [use.node for use in value.uses()]
     if len(readers) != 2 or value.is_graph_output():
-        return None
+        return []
     sigmoid = next((n for n in readers if n.op_type == "Sigmoid"), None)
     mul = next((n for n in readers if n.op_type == "Mul"), None)
-    if sigmoid is None or mul is None or _single_reader(sigmoid.outputs[0]) is not mul:
-        return None
-    return sigmoid, mul
+    if sigmoid is None or mul is None:
+        return []
+    inner, scale = _past_scale(facts, sigmoid.outputs[0])
+    if _single_reader(inner) is not mul:
+        return []
+    return [sigmoid, *scale, mul]
+
+
+def _past_scale(facts: GraphFacts, value: ir.Value) -> tuple[ir.Value, list[ir.Node]]:
+    """Built implicitly, ``value`` seen past a Q -> DQ pair that only gives it a range: the DQ's
+    output and the pair; otherwise ``value`` itself."""
+    if not facts.implicit_scales:
+        return value, []
+    q = _single_reader(value)
+    if q is None or not is_quantize(q) or q.inputs[0] is not value:
+        return value, []
+    dq = _single_reader(q.outputs[0])
+    if dq is None or not is_dequantize(dq) or dq.inputs[0] is not q.outputs[0]:
+        return value, []
+    return dq.outputs[0], [q, dq]
 
 
 def is_epilogue_op(facts: GraphFacts, node: ir.Node, value: ir.Value) -> bool:
@@ -365,6 +392,8 @@ def _weighted_block(
         block.pad = _foldable_pad(facts, node.inputs[0])
     value = node.outputs[0]
     while True:
+        # An implicit build's range on the chain's tensor: taken with whatever reads past it.
+        value, scale = _past_scale(facts, value)
         reader = _single_reader(value)
         if reader is not None and reader.op_type == "Add" and reader in owners:
             if owners[reader][0] is not node or block.residual_add is not None:
@@ -374,19 +403,19 @@ def _weighted_block(
             if block.residual_add is not None and reader.op_type not in ACTIVATIONS:
                 break
         elif reader is not None and reader.op_type in ("MaxPool",) and is_default_domain(reader):
-            block.pool_candidate = reader
+            if not scale:  # a pool behind a Q keeps the Q apart: the walk decides it (B3)
+                block.pool_candidate = reader
             break
         else:
-            pair = silu_pair(facts, value)
-            dag: list[ir.Node] = list(pair) if pair is not None else []
+            dag = _silu_nodes(facts, value)
             if not dag and facts.generic_epilogues and not is_depthwise(node):
                 dag = _epilogue_dag(facts, value, owners)
             if not dag or block.residual_add is not None:
                 break
-            block.nodes += dag
+            block.nodes += [*scale, *dag]
             value = dag[-1].outputs[0]
             continue
-        block.nodes.append(reader)
+        block.nodes += [*scale, reader]
         value = reader.outputs[0]
     return block
 

@@ -110,12 +110,14 @@ class PrecisionWalk(WalkState):
         for node in graph:
             if node in self.facts.folded_nodes or node in self.absorbed_pools:
                 continue
+            block = self.block_of.get(node)
+            if block is not None and (is_quantize(node) or is_dequantize(node)):
+                continue  # an inner tensor's range in an implicit build: part of the layer
             if is_quantize(node):
                 self.handle_quantize(node)
                 continue
             if is_dequantize(node):
                 continue
-            block = self.block_of.get(node)
             if block is None:
                 copy = node.op_type in ELIDED_COPY_OPS and is_default_domain(node)
                 if copy and node.inputs and node.inputs[0] is not None:

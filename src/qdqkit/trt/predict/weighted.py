@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from qdqkit.core.qdq import node_label
+from qdqkit.core.qdq import is_qdq, node_label
 from qdqkit.trt.engine import EngineTensor, LayerCost, Precision
 from qdqkit.trt.predict.fusion import Block
 from qdqkit.trt.predict.ops import layer_kind_of
@@ -39,9 +39,12 @@ def weighted_layer(walk: WalkState, block: Block) -> None:
             names.append(node_label(ref.quantize))
     if block.pad is not None:
         names.append(node_label(block.pad))
-    names += [node_label(n) for n in block.nodes]
+    # Inner ranges of an implicit build (fusion rule 1) belong to the layer but not to its name,
+    # which TensorRT builds from the translated model's nodes.
+    names += [node_label(n) for n in block.nodes if not is_qdq(n)]
     layer = walk.new_layer(block, layer_kind_of(node), names)
-    layer.onnx_nodes += [node_label(n) for n in block.folded if node_label(n) not in names]
+    layer.onnx_nodes += [node_label(n) for n in (*block.nodes, *block.folded)
+                         if node_label(n) not in layer.onnx_nodes]
     activation = block.activation_input()
     source = walk.int8_of(activation)
     weight_int8 = _weight_is_int8(block)
