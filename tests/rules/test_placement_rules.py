@@ -117,3 +117,19 @@ def _q_through_copies(producer: str) -> GraphBuilder:
 def test_a_q_after_float_math_through_copies_is_not_stray() -> None:
     assert "QDQ407" in _codes(_q_through_copies("Abs"))
     assert "QDQ407" not in _codes(_q_through_copies("Erf"))
+
+
+def test_a_dla_output_written_in_int8_costs_no_reformat_of_its_own() -> None:
+    # On the GPU the output's DQ is a Reformat the Q/DQ add; on DLA the output leaves DLA's
+    # native format through a Reformat whatever its precision (I6, E6), so QDQ407 stays quiet.
+    def model() -> GraphBuilder:
+        g = GraphBuilder()
+        y = g.node("Relu", [g.conv(g.qdq(g.input("x", [1, 32, 8, 8])), 32, 32, name="c")])
+        g.output(g.qdq(y, 0.1, name="out"))
+        return g
+
+    def standalone(target: str) -> list[str]:
+        found = lint(model().ir(), trt="10", target=target).findings("QDQ407")
+        return [f.message for f in found if "out_DQ" in f.message]
+
+    assert standalone("gpu") and not standalone("dla")

@@ -11,7 +11,8 @@ places it there on purpose, weighing the Reformat against the ops' INT8 (C15, C2
 placement removes it. Nor the DQ of a residual skip that its writer writes in INT8 for other
 INT8 readers, when the block the skip's Add fused into writes float because only float math reads
 it: the end of a residual chain that runs into float math has one Reformat wherever the Q/DQ go
-(C4; ``LintContext.skip_needed_in_int8``).
+(C4; ``LintContext.skip_needed_in_int8``). Nor, on DLA, the DQ of a network output written on
+DLA: leaving DLA's native format takes a Reformat at the output whatever its precision (I6, E6).
 """
 
 from __future__ import annotations
@@ -63,13 +64,24 @@ def check(ctx: LintContext, earlier: Sequence[Finding]) -> Iterator[Finding]:
         if only is not None and _weighted_input_after_float_math(ctx, only):
             continue
         dq = dequantizers.get(layer.onnx_nodes[0]) if len(layer.onnx_nodes) == 1 else None
-        if dq is not None and _skip_at_chain_end(ctx, dq):
+        if dq is not None and (_skip_at_chain_end(ctx, dq) or _dla_output(ctx, dq)):
             continue
         note = layer.notes[0] if layer.notes else "a standalone Q/DQ"
         yield ctx.finding("QDQ407", f"'{layer.name}': {note}", nodes=layer.onnx_nodes,
                           tensors=[t.name for t in layer.inputs],
                           cost=f"+1 Reformat layer ({layer.input_precision} -> "
                           f"{layer.output_precision})")
+
+
+def _dla_output(ctx: LintContext, dq: ir.Node) -> bool:
+    """The third exception of the module docstring."""
+    if ctx.prediction.target != "dla" or not dq.outputs[0].is_graph_output():
+        return False
+    q = ctx.view.quantize_of(dq)
+    source = q.inputs[0] if q is not None else None
+    writer = source.producer() if source is not None else None
+    layer = ctx.prediction.layer_of(writer) if writer is not None else None
+    return layer is not None and layer.device == "DLA"
 
 
 def _skip_at_chain_end(ctx: LintContext, dq: ir.Node) -> bool:
