@@ -451,3 +451,21 @@ def test_the_summary_judges_the_model_as_it_is_written() -> None:
                   for group in written.groups}
     assert result.lint_warnings.get("QDQ108") == 2
     assert result.lint_warnings == {c: n for c, n in as_written.items() if n}
+
+
+def test_dla_builds_for_tensorrt_10_unless_told_otherwise(tmp_path: Path) -> None:
+    """TensorRT 11 runs no INT8 on DLA (I9): --target dla without --trt means 10; the GPU 11."""
+    from qdqkit.cli import main
+
+    builder = resnet()
+    source = builder.save(tmp_path / "resnet.onnx")
+    for target, trt in (("dla", "10"), ("gpu", "11")):
+        out = tmp_path / f"{target}.onnx"
+        assert main(["quantize", str(source), "-o", str(out), "--calib", "random",
+                     "--calib-limit", "2", "--target", target, "--json"]) in (0, 1)
+        assert json.loads(out.with_suffix(".quant.json").read_text())["options"]["trt"] == trt
+    assert quantize(builder.proto(), "random", calib_limit=2, target="dla").options["trt"] == "10"
+    out = tmp_path / "dla11.onnx"
+    assert main(["quantize", str(source), "-o", str(out), "--calib", "random", "--calib-limit",
+                 "2", "--target", "dla", "--trt", "11", "--json"]) in (0, 1)
+    assert json.loads(out.with_suffix(".quant.json").read_text())["options"]["trt"] == "11"

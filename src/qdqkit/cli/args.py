@@ -51,23 +51,29 @@ class TrtArgs(ArgGroup[str]):
     """
 
     def __init__(self, applies_to: str = "", default: str = "8.6",
-                 from_model: bool = False) -> None:
+                 from_model: bool = False, dla_default: str | None = None) -> None:
         self.applies_to = applies_to  # e.g. " .onnx sides" when only some inputs are predicted
         self.default = default
         self.from_model = from_model
+        self.dla_default = dla_default  # the version for --target dla when none is given
 
     def add_to(self, parser: argparse.ArgumentParser) -> None:
         default = (f"default: the version qdqkit quantize built the model for, else {self.default}"
                    if self.from_model else f"default {self.default}")
+        if self.dla_default is not None:
+            default += f"; {self.dla_default} with --target dla, the last with INT8 on DLA"
         parser.add_argument(
-            "--trt", default=None if self.from_model else self.default, type=trt_version,
+            "--trt", default=None if self.from_model or self.dla_default else self.default,
+            type=trt_version,
             metavar="{" + ",".join(TRT_VERSIONS) + "}",
             help=f"TensorRT version to predict{self.applies_to} for: 8.6 (any 8.x or 9.x), 10, "
             f"or 11 (strongly typed); 10.3 and trt10 are read as 10 ({default})",
         )
 
-    def parse(self, args: argparse.Namespace) -> str:
-        return self.default if args.trt is None else str(args.trt)
+    def parse(self, args: argparse.Namespace, target: str = "gpu") -> str:
+        if args.trt is not None:
+            return str(args.trt)
+        return self.dla_default if target == "dla" and self.dla_default else self.default
 
     def given(self, args: argparse.Namespace) -> str | None:
         """The version asked for, or None when left to the model's record."""

@@ -11,7 +11,7 @@ from qdqkit.core.errors import QdqkitError
 from qdqkit.report.json_output import print_json
 from qdqkit.report.text import macs, table
 
-TRT, TARGET, JSON = TrtArgs(" and build", default="11"), TargetArgs(), JsonArgs()
+TRT, TARGET, JSON = TrtArgs(" and build", default="11", dla_default="10"), TargetArgs(), JsonArgs()
 DATA = DataArgs.calibration()
 OUTPUT = OutputArgs("the quantized model (.onnx); OUT.quant.json is written beside it",
                     required=True)
@@ -76,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
     as_json = JSON.parse(args)
     result = quantize(
         args.model, data.source, output=OUTPUT.given(args), method=args.method,
-        percentile=args.percentile, trt=TRT.parse(args), target=TARGET.parse(args),
+        percentile=args.percentile, trt=TRT.parse(args, TARGET.parse(args)), target=TARGET.parse(args),
         high_precision=args.high_precision, exclude=exclude,
         per_tensor_weights=args.per_tensor_weights, keep_unpaid=args.keep_unpaid,
         batch=data.batch, calib_limit=data.sample_limit,

@@ -65,7 +65,7 @@ def quantize(
     output: str | os.PathLike[str] | None = None,
     method: str = "auto",
     percentile: float = DEFAULT_PERCENTILE,
-    trt: str = "11",
+    trt: str | None = None,
     target: str = "gpu",
     high_precision: str = "fp16",
     exclude: Sequence[str] = (),
@@ -91,9 +91,9 @@ def quantize(
     regions the cost model predicts slower than FP16 (``quantization.settle``).
     """
     start = time.perf_counter()
-    trt = normalize_trt_version(trt)
     if target not in TARGETS:
         raise QdqkitError(f"unknown target '{target}': use one of {', '.join(TARGETS)}")
+    trt = normalize_trt_version(trt if trt is not None else default_trt(target))
     if method not in METHODS:
         raise QdqkitError(f"unknown calibration method '{method}': use one of {', '.join(METHODS)}")
     if high_precision not in HIGH_PRECISIONS:
@@ -257,6 +257,13 @@ def _db(relative_error: float) -> float | None:
     if relative_error <= 0:
         return None
     return round(-10.0 * math.log10(relative_error), 2)
+
+
+def default_trt(target: str) -> str:
+    """The TensorRT version ``quantize`` builds for when none is given: 11 on the GPU; 10 for
+    DLA, the last version whose DLA runs INT8 (TensorRT 11 has none before 11.4.1, and that one
+    only FP16: I9)."""
+    return "10" if target == "dla" else "11"
 
 
 def report_path(output: Path) -> Path:
