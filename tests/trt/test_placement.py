@@ -303,10 +303,20 @@ def test_dla_placement_gives_translate_a_complete_cache() -> None:
         assert "translate" in result.trtexec and "--add_unary_ew_scales_for_dla" in result.trtexec
         assert "--infer_mul_scales" not in result.trtexec
         translation = translate_model(model, TranslateOptions(add_unary_ew_scales_for_dla=True))
-        assert translation.fp16_nodes == [] and translation.unscaled_tensors == []
         outputs = [v.name for v in model.graph.outputs]
-        assert all(name in translation.scales for name in outputs)  # I2: outputs scaled too
         assert np.isfinite(list(translation.scales.values())).all()
+        if family is not yolo:
+            assert translation.fp16_nodes == [] and translation.unscaled_tensors == []
+            assert all(name in translation.scales for name in outputs)  # I2: outputs scaled too
+            continue
+        # The detector's decode (DFL softmax-expectation, box math, the Concat of boxes and
+        # scores into the output) runs FP16: one INT8 scale for boxes and scores would zero the
+        # scores. Every other conv runs INT8 between scaled tensors.
+        ops = {node.name: node.op_type for node in model.graph}
+        assert [n for n in translation.fp16_nodes if ops[n] == "Conv"] == ["dfl"]
+        assert {"Softmax", "Sigmoid", "Concat", "Sub", "Add", "Mul"} <= {
+            ops[n] for n in translation.fp16_nodes}
+        assert not any(name in translation.scales for name in outputs)
 
 
 def test_exclude_patterns_name_unnamed_nodes_by_their_report_label() -> None:

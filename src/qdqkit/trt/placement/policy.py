@@ -189,7 +189,7 @@ def plan_placement(
     groups = _Groups()
     int8_ops: list[ir.Node] = []
     if target == "dla":
-        _everywhere(facts, blocked, qreaders)
+        _everywhere(facts, blocked, qreaders, quantized)
     else:
         for node in graph:
             if node in quantized:
@@ -242,7 +242,7 @@ def _decide_weighted(
             reason = "its input is not a float tensor"
         if not reason and (weight is None or weight.const_value is None):
             reason = "its weight is computed from constants, not stored (fold it into one first)"
-        if not reason and target != "dla":
+        if not reason:
             softmax = reads_softmax(activation)
             if softmax is not None:
                 reason = (f"reads Softmax '{node_label(softmax)}': a softmax expectation (decode "
@@ -313,7 +313,8 @@ def _float_data(facts: GraphFacts, value: ir.Value | None) -> bool:
 
 
 def _everywhere(
-    facts: GraphFacts, blocked: Mapping[ir.Node, str], qreaders: dict[ir.Value, dict[ir.Node, None]]
+    facts: GraphFacts, blocked: Mapping[ir.Node, str], qreaders: dict[ir.Value, dict[ir.Node, None]],
+    quantized: AbstractSet[ir.Node],
 ) -> None:
     """DLA (I2): a scale on every float tensor that a runnable node reads or the network outputs,
     except a tensor inside a conv's fused layer whose scale ``translate`` derives exactly
@@ -324,7 +325,7 @@ def _everywhere(
     layer of its own, which stays INT8 only with scales on both sides. The float tail
     (``_float_tail``) gets none."""
     _, block_of = form_blocks(facts)
-    tail = _float_tail(facts)
+    tail = _float_tail(facts, quantized)
     for node in facts.graph:
         if node in blocked or node.op_type in SHAPE_OPS or node in facts.folded_nodes:
             continue
@@ -362,20 +363,35 @@ def _scale_copies_exactly(reader: ir.Node, block: Block) -> bool:
             or reader is block.weighted)
 
 
-def _float_tail(facts: GraphFacts) -> set[ir.Node]:
+def _float_tail(facts: GraphFacts, quantized: AbstractSet[ir.Node]) -> set[ir.Node]:
     """DLA: the layers with no INT8 form (``_runs_float``) whose results reach only network
     outputs (or shape reads), with the copies between them and those outputs or in front of them:
-    they run float whatever their scales."""
+    they run float whatever their scales. A Concat in front of them joins as a copy does: in INT8
+    its inputs' scales would differ, each a requantizing Reformat before a float layer (C11). So
+    does a Concat that writes a network output: what it gathers (a detector's boxes and scores)
+    can span unrelated ranges, and one INT8 scale for all would zero the small ones. Pointwise
+    math that only the tail reads joins it (INT8 in, float out would be a Reformat in front of
+    each), and a weighted op left float (``_decide_weighted``) counts as a float layer."""
     tail: set[ir.Node] = set()
     for node in reversed(list(facts.graph)):
-        if not _runs_float(node) and node.op_type not in DATA_MOVEMENT:
+        gathers = node.op_type in DATA_MOVEMENT or (
+            node.op_type == "Concat" and is_default_domain(node))
+        pointwise = node.op_type in POINTWISE and is_default_domain(node)
+        float_layer = _runs_float(node) or (node in facts.weighted and node not in quantized)
+        if not float_layer and not gathers and not pointwise:
             continue
         readers = [use.node for out in node.outputs if out is not None for use in out.uses()
                    if use.node.op_type not in SHAPE_OPS]
         if not all(reader in tail for reader in readers):
             continue
-        # A copy joins from either side: in front of tail layers, or copying one to an output.
-        if _runs_float(node) or readers or _copied_from_float(facts, node):
+        # A copy joins from either side: in front of tail layers, or copying one to an output;
+        # a Concat in front of them or as the output's writer.
+        if node.op_type == "Concat":
+            joins = bool(readers) or any(out.is_graph_output() for out in node.outputs)
+        else:
+            joins = float_layer or bool(readers) or (
+                not pointwise and _copied_from_float(facts, node))
+        if joins:
             tail.add(node)
     return tail
 
