@@ -318,7 +318,7 @@ def _everywhere(
 ) -> None:
     """DLA (I2): a scale on every float tensor that a runnable node reads or the network outputs,
     except a tensor inside a conv's fused layer whose scale ``translate`` derives exactly
-    (``_scale_copies_exactly``). Every other inner tensor gets its own, calibrated: the implicit
+    (``_range_derived``). Every other inner tensor gets its own, calibrated: the implicit
     build takes the cached scale of every tensor whatever it fuses, so a derived one (a SiLU's
     conv output given the Mul's scale, its Sigmoid 1/127: H7) would clip what the Q/DQ model
     keeps. A pointwise chain's inner tensors get one too: DLA runs each elementwise op as a
@@ -338,7 +338,7 @@ def _everywhere(
                 producer = value.producer()
                 block = block_of.get(producer) if producer is not None else None
                 inside = block is not None and block.weighted is not None and (
-                    block is block_of.get(node)) and _scale_copies_exactly(node, block)
+                    block is block_of.get(node)) and _range_derived(value, block)
                 if (producer is None or producer not in blocked) and not inside:
                     qreaders.setdefault(value, {})[node] = None
     for value in facts.graph.outputs:
@@ -348,19 +348,28 @@ def _everywhere(
             qreaders.setdefault(value, {})
 
 
-# Epilogue readers after which a conv output needs no scale of its own on DLA: a ReLU's input
-# takes its output's scale (H6), which clips only what the ReLU zeroes; a Clip's input stays
-# float (translate copies no scale through it); no-ops pass the value on.
-_EXACT_EPILOGUE = frozenset({"Relu", "Clip", "Identity", "Dropout"})
+# Epilogue readers after which a conv output needs no range of its own on DLA: translate gives
+# a ReLU's input its output's range (H6), which clips only what the ReLU zeroes; no-ops pass it.
+# Every other reader needs one in the cache, or translate pins it FP16 and the fused layer with
+# it (H9): a calibrated range for the tensor, which the Q/DQ model then applies too.
+_EXACT_EPILOGUE = frozenset({"Relu", "Identity", "Dropout"})
 
 
-def _scale_copies_exactly(reader: ir.Node, block: Block) -> bool:
-    """Whether the tensor ``reader`` reads inside ``block`` can go without a Q/DQ on DLA: the
-    reader is an exact epilogue op; the residual Add, whose conv input takes the unary scale
-    (I4, H8) that leaves the accumulator unscaled as the Q/DQ model does; or the weighted op
-    itself behind a folded Pad, whose Q goes in front of the Pad (C12)."""
-    return (reader.op_type in _EXACT_EPILOGUE or reader is block.residual_add
-            or reader is block.weighted)
+def _range_derived(value: ir.Value, block: Block) -> bool:
+    """Whether ``value``, inside ``block``, can go without a Q/DQ on DLA: every reader is an
+    exact epilogue op; or the residual Add, whose conv input takes the unary scale (I4, H8) that
+    leaves the accumulator unscaled as the Q/DQ model does; or the weighted op itself behind a
+    folded Pad, whose Q goes in front of the Pad (C12). Anything else (a SiLU's Sigmoid and
+    Mul, a HardSwish, a constant scale) gets a calibrated range, for every reader of the tensor
+    (one range per tensor): a range translate would guess (a SiLU's conv output given the Mul's,
+    H7) clips what the Q/DQ model keeps."""
+    for use in value.uses():
+        reader = use.node
+        if reader.op_type in _EXACT_EPILOGUE and reader.inputs[0] is value:
+            continue
+        if reader is not block.residual_add and reader is not block.weighted:
+            return False
+    return True
 
 
 def _float_tail(facts: GraphFacts, quantized: AbstractSet[ir.Node]) -> set[ir.Node]:
