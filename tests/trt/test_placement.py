@@ -438,3 +438,27 @@ def test_dla_ranges_a_conv_output_only_where_translate_cannot_derive_it() -> Non
     assert "Conv" not in ranged_inputs(resnet, "Relu")
     assert ranged_inputs(yolo, "Sigmoid") >= {"Conv"}
     assert ranged_inputs(yolo, "Mul") >= {"Conv", "Sigmoid"}
+
+
+def test_dla_leaves_translate_no_fused_layer_to_pin_fp16() -> None:
+    """BatchNorm as a Paddle export writes it (a constant Mul and Add after the conv) and a
+    HardSwish: without a range on the tensors between them, translate pins those layers FP16
+    (H9) and the fused INT8 layer with them; a ReLU's input is derived from its output (H6)."""
+    from qdqkit.examples.graph import GraphBuilder
+    from qdqkit.translation.api import TranslateOptions, translate_model
+
+    g = GraphBuilder("affine", seed=4, opset=14)
+    x = g.input("x", [1, 16, 8, 8])
+    y = g.conv(x, 16, 32, weight="float", name="c1")
+    gamma = g.const(np.linspace(0.5, 2.0, 32, dtype=np.float32).reshape(1, 32, 1, 1))
+    beta = g.const(np.linspace(-1.0, 1.0, 32, dtype=np.float32).reshape(1, 32, 1, 1))
+    y = g.node("HardSwish", [g.node("Add", [g.node("Mul", [y, gamma]), beta])])
+    y = g.node("Relu", [g.conv(y, 32, 32, weight="float", name="c2")], name="r2", out="y")
+    g.output(g.conv(y, 32, 32, weight="float", name="c3"))
+    result = quantize(g.proto(), calibration_batches(g, 4), target="dla", method="max")
+    assert result.options["trt"] == "10" and result.lint_errors == 0
+    model = ir.from_proto(ir.serde.serialize_model(result.model))
+    translation = translate_model(model, TranslateOptions(add_unary_ew_scales_for_dla=True))
+    assert translation.fp16_nodes == [] and translation.unscaled_tensors == []
+    assert "c2_out" not in {n.inputs[0].name for n in result.model.graph
+                            if n.op_type == "QuantizeLinear"}  # the ReLU's input: derived
