@@ -44,6 +44,24 @@ def test_registry_is_in_code_order_and_every_unit_has_a_check_and_a_fix_slot() -
     assert {r.code[:4] for r in rules_for("engine")} == {"QDQ6"}
 
 
+def test_a_unit_judges_only_the_devices_it_declares() -> None:
+    # Explicit-fusion rules say nothing about DLA's implicit build, DLA rules nothing about the
+    # GPU; lint runs a unit only for the target it judges.
+    from qdqkit.examples.graph import GraphBuilder
+    from qdqkit.linting import lint
+    from qdqkit.trt.versions import TARGETS
+
+    by_target = {t: {c for u in units() if u.judges(t) for c in u.codes} for t in TARGETS}
+    assert all(set(u.targets) <= set(TARGETS) and u.targets for u in units())
+    assert {"QDQ103", "QDQ104", "QDQ105", "QDQ206", "QDQ412"} <= by_target["gpu"] - by_target["dla"]
+    assert {"QDQ504", "QDQ505"} <= by_target["dla"] - by_target["gpu"]
+    g = GraphBuilder()
+    y = g.qdq(g.conv(g.qdq(g.input("x", [1, 32, 8, 8])), 32, 32, name="c"), 0.1, name="in")
+    g.output(g.node("Relu", [y], name="r"))  # a Q/DQ between a conv and its ReLU
+    assert "QDQ103" in lint(g.ir(), trt="10").codes()
+    assert "QDQ103" not in lint(g.ir(), trt="10", target="dla").codes()
+
+
 def test_a_rule_is_found_by_code_or_by_name() -> None:
     assert rule("qdq201") is rule("residual-skip-float") is rule(" QDQ201 ")
     assert rule("fp32-in-int8-engine") is rule("QDQ603")

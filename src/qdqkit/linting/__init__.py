@@ -29,7 +29,7 @@ from qdqkit.trt.predict import Prediction, run_prediction
 
 def run_rules(ctx: LintContext) -> list[Finding]:
     """Every model rule's findings; units that run last see what the others found."""
-    units = units_for("model")
+    units = [unit for unit in units_for("model") if unit.judges(ctx.prediction.target)]
     findings: list[Finding] = []
     for unit in units:
         if not unit.runs_last:

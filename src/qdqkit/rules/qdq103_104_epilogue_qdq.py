@@ -63,6 +63,9 @@ RULES = (
 )
 
 
+# DLA builds implicitly and fuses across a range (I1).
+TARGETS = ("gpu",)
+
 fix: Fix | None = replace_by_placement
 
 
@@ -102,8 +105,6 @@ def check(ctx: LintContext) -> Iterator[Finding]:
     from qdqkit.core.qdq import node_label
     from qdqkit.trt.predict.ops import ACTIVATIONS, POOLS, is_default_domain
 
-    if ctx.prediction.target == "dla":
-        return
     epilogue_ops = ACTIVATIONS | {"BatchNormalization"}
     for block in ctx.prediction.blocks:
         if block.weighted is None or block.last.op_type in POOLS:

@@ -42,6 +42,9 @@ RULES = (
 )
 
 
+# DLA builds implicitly: a pair there is a range, which cuts no fusion (I1, I2).
+TARGETS = ("gpu",)
+
 fix: Fix | None = replace_by_placement
 
 
@@ -49,8 +52,6 @@ def check(ctx: LintContext) -> Iterator[Finding]:
     from qdqkit.core.qdq import node_label
     from qdqkit.trt.predict.ops import is_default_domain
 
-    if ctx.prediction.target == "dla":
-        return
     weighted = set(ctx.view.weighted_nodes)
     for node in ctx.nodes_of("Mul"):
         if len(node.inputs) != 2 or not is_default_domain(node):

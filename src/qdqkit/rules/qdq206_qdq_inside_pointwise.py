@@ -48,6 +48,9 @@ RULES = (
 )
 
 
+# DLA runs each elementwise op as its own layer: the scales inside are needed.
+TARGETS = ("gpu",)
+
 fix: Fix | None = replace_by_placement
 
 
@@ -56,8 +59,6 @@ def check(ctx: LintContext) -> Iterator[Finding]:
     from qdqkit.trt.predict.ops import POINTWISE, is_default_domain
 
     prediction = ctx.prediction
-    if prediction.target == "dla":
-        return  # DLA runs each elementwise op as its own layer: the scales inside are needed
     for found in ctx.predicted_blocks(weighted=False):  # a conv's epilogue: QDQ103/104/105
         if not found.int8_compute:
             continue  # a float layer's Q/DQ is a Reformat for nothing: QDQ407

@@ -49,6 +49,9 @@ RULES = (
     ),
 )
 
+# DLA takes its ranges from the translation, not from Q/DQ types (I1).
+TARGETS = ("gpu",)
+
 fix: Fix | None = replace_by_placement
 
 
@@ -57,8 +60,6 @@ def check(ctx: LintContext) -> Iterator[Finding]:
 
     from qdqkit.core.qdq import is_quantize, node_label
 
-    if ctx.prediction.target == "dla":
-        return
     view = ctx.view
     for node in view.quantize_nodes:
         params = view.params(node)

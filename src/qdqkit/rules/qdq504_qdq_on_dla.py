@@ -27,11 +27,13 @@ RULES = (
     ),
 )
 
+TARGETS = ("dla",)
+
 fix: Fix | None = None
 
 
 def check(ctx: LintContext) -> Iterator[Finding]:
-    if ctx.prediction.target == "dla" and ctx.view.qdq_count:
+    if ctx.view.qdq_count:
         yield ctx.finding("QDQ504", "Q/DQ model built for DLA",
                           cost="the INT8 DLA layers predicted here need the translated model "
                           "and cache (qdqkit translate); built from Q/DQ directly they run FP16")

@@ -24,12 +24,12 @@ RULES = (
     ),
 )
 
+TARGETS = ("dla",)
+
 fix: Fix | None = None
 
 
 def check(ctx: LintContext) -> Iterator[Finding]:
-    if ctx.prediction.target != "dla":
-        return
     for layer in ctx.prediction.engine.layers:
         if layer.device == "GPU" and not layer.is_reformat:
             why = next((n for n in layer.notes if n.startswith("falls back")), "falls back")

@@ -2,7 +2,9 @@
 
 A unit module defines ``RULES`` (its catalog entries), ``check(ctx)`` and ``fix`` (None until the
 ``fix`` command fills it); ``RUNS_LAST = True`` makes its check run after the others and receive
-their findings. Units are found by listing the package, so adding a rule touches no other file.
+their findings; ``TARGETS`` names the devices it judges (default both, ``("gpu",)`` for a rule
+about explicit fusion). Units are found by listing the package, so adding a rule touches no other
+file.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ def units() -> tuple[RuleUnit, ...]:
         found.append(RuleUnit(
             module=module.__name__, rules=tuple(module.RULES), check=module.check,
             fix=getattr(module, "fix", None), runs_last=getattr(module, "RUNS_LAST", False),
+            targets=tuple(getattr(module, "TARGETS", ("gpu", "dla"))),
         ))
     return tuple(sorted(found, key=lambda unit: unit.codes[0]))
 

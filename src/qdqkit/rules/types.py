@@ -122,6 +122,10 @@ class RuleUnit:
     check: Check | LastCheck
     fix: Fix | None = None
     runs_last: bool = False  # receives every other unit's findings (QDQ407)
+    # The devices whose engines the check judges (model units): a rule about explicit fusion
+    # breaks has nothing to say about DLA, built implicitly from the translation, and a DLA rule
+    # nothing about the GPU.
+    targets: tuple[str, ...] = ("gpu", "dla")
 
     @property
     def scope(self) -> Scope:
@@ -133,6 +137,10 @@ class RuleUnit:
         if self.runs_last:
             return cast(LastCheck, self.check)(ctx, earlier)
         return cast(Check, self.check)(ctx)
+
+    def judges(self, target: str) -> bool:
+        """Whether the check applies to an engine built for ``target``."""
+        return target in self.targets
 
     @property
     def codes(self) -> tuple[str, ...]:
