@@ -133,3 +133,31 @@ def test_a_dla_output_written_in_int8_costs_no_reformat_of_its_own() -> None:
         return [f.message for f in found if "out_DQ" in f.message]
 
     assert standalone("gpu") and not standalone("dla")
+
+
+def test_add_inputs_with_their_own_ranges_are_dlas_normal_case() -> None:
+    # An INT8 Add whose inputs carry different scales rescales one input on the GPU (QDQ203);
+    # DLA's implicit build gives every tensor its own range and scales each Add input itself.
+    def model() -> GraphBuilder:
+        g = GraphBuilder()
+        x = g.qdq(g.input("x", [1, 32, 16, 16]), 0.1, name="in")
+        a = g.qdq(g.node("Relu", [g.conv(x, 32, 32, name="c1")]), 0.2, name="a")
+        b = g.qdq(g.node("Relu", [g.conv(x, 32, 32, name="c2")]), 0.3, name="b")
+        out = g.node("Add", [a, b], name="add")
+        g.output(g.conv(g.qdq(out, 0.4), 32, 32, name="next"))
+        return g
+
+    assert "QDQ203" in set(lint(model().ir(), trt="10", target="gpu").codes())
+    assert "QDQ203" not in set(lint(model().ir(), trt="10", target="dla").codes())
+
+
+def test_the_explicit_mode_deconv_activation_reports_do_not_reach_dla() -> None:
+    # QDQ106 relays reports of explicit-mode ConvTranspose+activation fusion failing; DLA builds
+    # the translated model in implicit mode.
+    g = GraphBuilder()
+    w = g.weight((32, 32, 2, 2), axis=1)
+    y = g.node("ConvTranspose", [g.qdq(g.input("x", [1, 32, 8, 8])), w], name="up",
+               kernel_shape=[2, 2], strides=[2, 2])
+    g.output(g.node("Relu", [y], name="act"))
+    assert "QDQ106" in set(lint(g.ir(), trt="10", target="gpu").codes())
+    assert "QDQ106" not in set(lint(g.ir(), trt="10", target="dla").codes())

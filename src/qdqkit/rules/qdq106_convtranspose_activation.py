@@ -1,7 +1,8 @@
 """QDQ106: a quantized ConvTranspose whose fused chain holds an activation (C13).
 
 Explicit-mode ConvTranspose + activation fusion has been reported to fail, so the prediction that
-it fuses is worth verifying on a real engine.
+it fuses is worth verifying on a real engine. GPU only: DLA builds the model through ``translate``,
+in implicit mode, where the reports do not apply.
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ RULES = (
         how_it_checks="A ConvTranspose's epilogue chain (after BN) contains an activation.",
     ),
 )
+
+TARGETS = ("gpu",)
 
 fix: Fix | None = None
 
