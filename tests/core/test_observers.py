@@ -56,6 +56,24 @@ def test_histogram_equals_a_one_pass_histogram_over_the_final_power_of_two() -> 
     np.testing.assert_array_equal(observer.histogram, truth)
 
 
+def test_a_batch_whose_range_widens_between_chunks_bins_as_one_pass_does() -> None:
+    # Three chunks' worth of one batch: ReLU-like runs of zeros, small values, then an outlier
+    # in the last chunk that widens the range after two chunks were already counted.
+    rng = np.random.default_rng(7)
+    x = np.maximum(rng.normal(size=3 * 65536 + 123), 0.0).astype(np.float32) * np.float32(0.01)
+    x[-5] = np.float32(37.5)
+    x[70000:90000] = 0.0
+    observer = _observe([x.reshape(1, -1)])
+    exponent = math.frexp(float(np.abs(x).max()))[1]
+    truth = np.bincount(np.floor(np.abs(x.astype(np.float64)) / 2.0**exponent * HISTOGRAM_BINS)
+                        .astype(np.int64), minlength=HISTOGRAM_BINS)
+    assert observer.range_exponent == exponent
+    assert observer.histogram is not None
+    np.testing.assert_array_equal(observer.histogram, truth)
+    assert observer.count == x.size
+    assert (observer.minimum, observer.maximum) == (0.0, 37.5)
+
+
 def test_percentile_is_within_one_bin_of_numpy() -> None:
     x = _data(2)
     observer = _observe(np.array_split(x, 5))
