@@ -46,13 +46,14 @@ def test_layernorm_sums_of_squares_are_pinned_fp32_as_trt11_keeps_them() -> None
 
 
 def _overflowing(name_muls: bool = True) -> GraphBuilder:
-    """conv -> Mul(1e6) -> Mul(1e-6) -> conv: a tensor beyond 65504 between two convs."""
+    """conv -> Mul(1e6) -> Mul(1e-6) -> conv: a tensor beyond 65504 between two convs (the
+    factors vary over space, in form, so that they do not fold into the conv's weights)."""
     g = GraphBuilder("big", seed=1)
     x = g.input("x", [1, 16, 8, 8])
     y = g.conv(x, 16, 16, weight="float", name="c1")
-    big = g.node("Mul", [y, g.const(np.float32(1e6))], name="scale_up" if name_muls else "",
-                 out="big")
-    small = g.node("Mul", [big, g.const(np.float32(1e-6))],
+    big = g.node("Mul", [y, g.const(np.full((1, 1, 8, 8), 1e6, np.float32))],
+                 name="scale_up" if name_muls else "", out="big")
+    small = g.node("Mul", [big, g.const(np.full((1, 1, 8, 8), 1e-6, np.float32))],
                    name="scale_down" if name_muls else "", out="small")
     g.conv(small, 16, 16, weight="float", name="c2")
     g.output(g.nodes[-1].output[0], [1, 16, 8, 8])

@@ -75,8 +75,9 @@ def test_overflowing_node_stays_fp32_and_is_listed() -> None:
     g = GraphBuilder("big", seed=1)
     x = g.input("x", [1, 16, 8, 8])
     y = g.conv(x, 16, 16, weight="float", name="c1")
-    big = g.node("Mul", [y, g.const(np.float32(1e6))], name="scale_up")
-    small = g.node("Mul", [big, g.const(np.float32(1e-6))], name="scale_down")
+    # Factors that vary over space (in form): a per-channel one would fold into c1's weights.
+    big = g.node("Mul", [y, g.const(np.full((1, 1, 8, 8), 1e6, np.float32))], name="scale_up")
+    small = g.node("Mul", [big, g.const(np.full((1, 1, 8, 8), 1e-6, np.float32))], name="scale_down")
     g.conv(small, 16, 16, weight="float", name="c2")
     g.output(g.nodes[-1].output[0], [1, 16, 8, 8])
     result = quantize(g.proto(), calibration_batches(g, 4), trt="11")

@@ -311,12 +311,14 @@ def _normalized(proto: onnx.ModelProto) -> onnx.ModelProto:
     """Constant-node weights as initializers (initializers no longer listed as inputs), constant
     Reshape/Transpose chains on weights computed ahead, and weights computed from constants by
     other ops evaluated once, so every weight is stored. A BatchNormalization after a Conv is
-    folded into it, as TensorRT builds it: the weight quantized is then the one the engine
-    runs, and ``translate`` of the output has no fold left to do, so ``verify`` compares the
-    same arithmetic (a BN kept apart and folded later rounds differently, and the INT8 layers
-    downstream magnify those differences)."""
+    folded into it, as TensorRT builds it, and so is a constant per-channel scale and shift
+    (``Mul``/``Add``: a BatchNormalization some exporters write reduced): the weight quantized
+    is then the one the engine runs, and ``translate`` of the output has no fold left to do, so
+    ``verify`` compares the same arithmetic (a BN kept apart and folded later rounds
+    differently, and the INT8 layers downstream magnify those differences)."""
     from qdqkit.passes.constants_to_initializers import ConstantsToInitializers
     from qdqkit.passes.fold_batchnorm import FoldBatchNormIntoConv
+    from qdqkit.passes.fold_channel_affine import FoldChannelAffineIntoConv
     from qdqkit.passes.fold_computed_weights import FoldComputedWeights
     from qdqkit.passes.fold_weight_path import FoldWeightReshapeTranspose
 
@@ -325,6 +327,7 @@ def _normalized(proto: onnx.ModelProto) -> onnx.ModelProto:
     folded = FoldWeightReshapeTranspose()(model).modified
     folded = FoldComputedWeights()(model).modified or folded
     folded = FoldBatchNormIntoConv()(model).modified or folded
+    folded = FoldChannelAffineIntoConv()(model).modified or folded
     if moved or folded:
         model.ir_version = max(model.ir_version or 0, 7)
         return ir.serde.serialize_model(model)
