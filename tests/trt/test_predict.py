@@ -210,6 +210,36 @@ def test_dla_takes_ranges_inside_a_silu_into_the_conv_layer() -> None:
     assert len(dla) == 2 and len(gpu) > 2
 
 
+def _ranged_hardswish() -> ir.Model:
+    """conv -> ReLU, then x * Clip(x + 3, 0, 6) / 6 with a range on every tensor, then a conv."""
+    g = GraphBuilder()
+    x = g.qdq(g.node("Relu", [g.conv(g.qdq(g.input("x", [1, 32, 8, 8])), 32, 32, name="c0")]),
+              0.05, name="x")
+    shifted = g.qdq(g.node("Add", [x, g.const(np.float32(3))], name="add"), 0.07, name="a")
+    clipped = g.qdq(g.node("Clip", [shifted, g.const(np.float32(0)), g.const(np.float32(6))],
+                           name="clip"), 0.05, name="c")
+    product = g.qdq(g.node("Mul", [x, clipped], name="mul"), 0.3, name="m")
+    out = g.node("Div", [product, g.const(np.float32(6))], name="div")
+    g.output(g.conv(g.qdq(out, 0.05, name="out"), 32, 32, name="c1"))
+    return g.ir()
+
+
+def test_dla_takes_ranges_inside_a_pointwise_chain_into_one_layer() -> None:
+    # Built implicitly, a range between pointwise ops cuts no fusion: the decomposed HardSwish is
+    # one PointWise layer on DLA, as in DLA's own FP16 build, where the explicit GPU build
+    # quantizes between its ops.
+    dla = predict_engine(_ranged_hardswish(), trt="10", target="dla")
+    pointwise = [layer for layer in dla.layers if "add" in layer.onnx_nodes]
+    assert len(pointwise) == 1
+    layer = pointwise[0]
+    assert {"add", "clip", "mul", "div", "a_Q", "m_DQ"} <= set(layer.onnx_nodes)
+    assert layer.name == "add + clip + mul + div"  # named as the translated model's nodes
+    assert layer.outputs[0].precision == Precision.INT8
+    gpu = predict_engine(_ranged_hardswish(), trt="10")
+    assert len({id(lay) for lay in gpu.layers for n in ("add", "clip", "mul", "div")
+                if n in lay.onnx_nodes}) > 1
+
+
 def test_predict_engine_reads_a_path(tmp_path: Path) -> None:
     g = GraphBuilder()
     g.output(g.conv(g.qdq(g.input("x", [1, 32, 8, 8])), 32, 32))
@@ -232,3 +262,21 @@ def test_unknown_trt_version_and_target_are_one_line_errors() -> None:
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_every_resnet_node_lands_in_a_layer(variant: str, resnets: dict[str, onnx.ModelProto]) -> None:
     assert every_node_is_accounted_for(ir.serde.deserialize_model(resnets[variant])) == []
+
+
+def test_the_fp16_baseline_of_a_dla_prediction_is_built_for_dla() -> None:
+    # INT8 on DLA is judged against FP16 on DLA: a GPU build would fuse the HardSwish into the
+    # conv (C8), which DLA does not, and make INT8 look slower than it is.
+    from qdqkit.linting.latency import float_build
+
+    def holder(engine: EngineGraph) -> set[str]:
+        return set(next(layer for layer in engine.layers if "c0" in layer.onnx_nodes).onnx_nodes)
+
+    assert "add" in holder(float_build(_ranged_hardswish(), "10"))
+    assert "add" not in holder(float_build(_ranged_hardswish(), "10", target="dla"))
+    from qdqkit.linting import lint
+
+    latency = lint(_ranged_hardswish(), trt="10", target="dla").latency
+    assert latency is not None
+    dla_fp16 = float_build(_ranged_hardswish(), "10", target="dla")
+    assert latency.fp16.layers and len(latency.fp16.layers) == len(dla_fp16.layers)

@@ -1,7 +1,7 @@
 """Will INT8 beat FP16? The model's predicted latency as it is and built FP16 without Q/DQ.
 
-The FP16 baseline is the same graph with every Q/DQ pair removed, predicted
-and built with FP16 as its float type; both engines are timed by ``trt.cost_model`` on one GPU.
+The FP16 baseline is the same graph with every Q/DQ pair removed, predicted for the same target
+and built with FP16 as its float type; both engines are timed by ``trt.cost_model`` on one device.
 Input shapes come from the model, or from ``--shapes`` spelled as trtexec spells it
 (``input:32x3x224x224,mask:32x128``), which fixes symbolic dimensions such as the batch.
 """
@@ -57,8 +57,11 @@ def _dim_text(dim: object) -> int | str:
     return str(dim)
 
 
-def float_build(model: ir.Model, trt: str, precision: Precision = Precision.FP16) -> EngineGraph:
-    """The engine of ``model`` without Q/DQ, built with ``precision`` as its float type.
+def float_build(model: ir.Model, trt: str, precision: Precision = Precision.FP16,
+                target: str = "gpu") -> EngineGraph:
+    """The engine of ``model`` without Q/DQ, built with ``precision`` as its float type for
+    ``target`` (a DLA build fuses and falls back as DLA does, so it is the baseline a DLA
+    prediction is timed against).
 
     TensorRT 11 builds strongly typed: a model whose float remainder is already ``precision``
     builds as it is, FP32 layers it keeps against overflow included, since the same network
@@ -66,7 +69,7 @@ def float_build(model: ir.Model, trt: str, precision: Precision = Precision.FP16
     """
     stripped = model.clone()
     _remove_qdq_pairs(stripped.graph)
-    engine = predict_engine(stripped, trt=trt)
+    engine = predict_engine(stripped, trt=trt, target=target)
     if trt == "11" and _typed_as(stripped, precision):
         return engine
     return as_float_build(engine, precision)
@@ -102,7 +105,7 @@ def _remove_qdq_pairs(graph: ir.Graph) -> None:
 def compare_latency(model: ir.Model, engine: EngineGraph, trt: str, gpu: Gpu) -> LatencyComparison:
     """Time ``engine`` (the prediction of ``model``) and ``model`` built FP16 on ``gpu``."""
     as_is = estimate_latency(engine, gpu)
-    fp16 = estimate_latency(float_build(model, trt), gpu)
+    fp16 = estimate_latency(float_build(model, trt, target=engine.target), gpu)
     shapes = input_shapes(model)
     if any(isinstance(d, str) for dims in shapes.values() for d in dims):
         as_is.notes.append("symbolic input dimensions count as 1: give --shapes for the batch "

@@ -16,7 +16,8 @@
    the Add (it runs last and reads the other). The Add stays alone when the chain already holds an
    activation (Conv-SiLU-Add: C6), when the shapes broadcast, or when no input is a conv chain.
 3. Remaining adjacent pointwise ops fuse into one PointWise block, a DAG that only reads its own
-   inputs and results included (a decomposed HardSwish); everything else is one block.
+   inputs and results included (a decomposed HardSwish), past Q -> DQ pairs when built
+   implicitly, as in rule 1; everything else is one block.
 Constants and shape arithmetic fold away; Q/DQ nodes are decided later by the precision walk.
 """
 
@@ -361,17 +362,20 @@ def _pointwise_block(
     block = Block(nodes=[node])
     value = node.outputs[0]
     known = {v for v in node.inputs if v is not None} | {value}
-    reader = _single_reader(value)
-    while (
-        reader is not None and reader.op_type in POINTWISE and is_default_domain(reader)
-        and reader not in block_of and reader not in owners
-        and all(v is None or v in known or facts.is_constant(v) for v in reader.inputs)
-    ):
-        block.nodes.append(reader)
-        value = reader.outputs[0]
+    while True:
+        # An implicit build's range on the chain's tensor: taken with whatever reads past it.
+        value, scale = _past_scale(facts, value)
         known.add(value)
         reader = _single_reader(value)
-    return block
+        if not (
+            reader is not None and reader.op_type in POINTWISE and is_default_domain(reader)
+            and reader not in block_of and reader not in owners
+            and all(v is None or v in known or facts.is_constant(v) for v in reader.inputs)
+        ):
+            return block
+        block.nodes += [*scale, reader]
+        value = reader.outputs[0]
+        known.add(value)
 
 
 def _weighted_block(

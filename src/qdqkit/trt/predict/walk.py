@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from qdqkit.core.qdq import is_dequantize, is_quantize, node_label
-from qdqkit.trt.engine import EngineTensor, Precision
+from qdqkit.core.qdq import is_dequantize, is_qdq, is_quantize, node_label
+from qdqkit.trt.engine import EngineLayer, EngineTensor, Precision
 from qdqkit.trt.predict.fusion import Block
 from qdqkit.trt.predict.ops import (
     AVERAGING_POOLS,
@@ -150,12 +150,20 @@ class PrecisionWalk(WalkState):
             self._float_layer(block, "")
 
     def _float_layer(self, block: Block, why: str) -> None:
-        layer = self.new_layer(block, layer_kind_of(block.anchor), [node_label(n) for n in block.nodes])
+        layer = self._block_layer(block)
         for value in self.external_inputs(block):
             layer.inputs.append(self.float_of(value))
         if why:
             layer.notes.append(why)
         self.finish(block, layer, None, False)
+
+    def _block_layer(self, block: Block) -> EngineLayer:
+        """The layer of ``block``, named after its nodes; the Q/DQ pairs an implicit build takes
+        inside it (fusion rule 3) belong to it without naming it, as in a weighted layer."""
+        layer = self.new_layer(block, layer_kind_of(block.anchor),
+                               [node_label(n) for n in block.nodes if not is_qdq(n)])
+        layer.onnx_nodes += [node_label(n) for n in block.nodes if is_qdq(n)]
+        return layer
 
     def _commuting(self, block: Block) -> None:
         node = block.anchor
@@ -181,7 +189,7 @@ class PrecisionWalk(WalkState):
                 why = "INT8 inputs but no INT8 output (or a float input): runs float (C8, D5)"
             self._float_layer(block, why)
             return
-        layer = self.new_layer(block, layer_kind_of(block.anchor), [node_label(n) for n in block.nodes])
+        layer = self._block_layer(block)
         for value, source in zip(inputs, sources, strict=False):
             assert source is not None
             self.take_int8(layer, value, source)
