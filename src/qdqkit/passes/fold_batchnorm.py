@@ -71,21 +71,7 @@ class FoldBatchNormIntoConv(ir.passes.InPlacePass):
         )
         new_b = ((old_b - mean) * factor + beta).astype(w.dtype)
         del w
-        release_mapped(weight_value)
-        # The weight is read by this Conv only (checked above), so it is updated in place.
-        weight_value.const_value = ir.Tensor(new_w, name=weight_value.name)
-        if (
-            bias_value is not None and bias_value.is_initializer()
-            and not bias_value.is_graph_input() and len(bias_value.uses()) == 1
-        ):
-            bias_value.const_value = ir.Tensor(new_b, name=bias_value.name)
-        else:
-            base = conv.name or (x.name or "conv")
-            b_value = ir.Value(name=f"{base}.folded_bias", const_value=ir.Tensor(new_b))
-            graph.register_initializer(b_value)
-            if len(conv.inputs) < 3:
-                conv.resize_inputs(3)
-            conv.replace_input_with(2, b_value)
+        store_folded(graph, conv, new_w, new_b)
         y = bn.outputs[0]
         name = y.name
         if self.scales is not None:
@@ -97,3 +83,26 @@ class FoldBatchNormIntoConv(ir.passes.InPlacePass):
             folded.append(bn)
         x.name = name
         self.folded.append(bn.name or name or "")
+
+
+def store_folded(graph: ir.Graph, conv: ir.Node, weight: np.ndarray, bias: np.ndarray) -> None:
+    """Give ``conv`` a fold's weight and bias. The weight is replaced in place (a fold checks first
+    that only this Conv reads it); so is the bias when it is an initializer only this Conv reads,
+    else the Conv gets a new one, ``<conv>.folded_bias``."""
+    weight_value = conv.inputs[1]
+    assert weight_value is not None
+    release_mapped(weight_value)
+    weight_value.const_value = ir.Tensor(weight, name=weight_value.name)
+    bias_value = conv.inputs[2] if len(conv.inputs) > 2 else None
+    if (
+        bias_value is not None and bias_value.is_initializer()
+        and not bias_value.is_graph_input() and len(bias_value.uses()) == 1
+    ):
+        bias_value.const_value = ir.Tensor(bias, name=bias_value.name)
+        return
+    base = conv.name or (conv.outputs[0].name or "conv")
+    b_value = ir.Value(name=f"{base}.folded_bias", const_value=ir.Tensor(bias))
+    graph.register_initializer(b_value)
+    if len(conv.inputs) < 3:
+        conv.resize_inputs(3)
+    conv.replace_input_with(2, b_value)

@@ -23,7 +23,7 @@ import numpy as np
 import onnx_ir as ir
 
 from qdqkit.core.constants import constant_array, tensor_array
-from qdqkit.core.lazy_proto import release_mapped
+from qdqkit.passes.fold_batchnorm import store_folded
 
 _FLOAT_WEIGHTS = (np.float32, np.float64, np.float16)
 
@@ -88,19 +88,7 @@ class FoldChannelAffineIntoConv(ir.passes.InPlacePass):
         new_w = (w.astype(np.float64) * scale.reshape(-1, *([1] * (rank - 1)))).astype(w.dtype)
         new_b = (old_b * scale + shift).astype(w.dtype)
         del w
-        release_mapped(weight_value)
-        # The weight is read by this Conv only (checked above), so it is updated in place.
-        weight_value.const_value = ir.Tensor(new_w, name=weight_value.name)
-        if bias_value is not None and bias_value.is_initializer() \
-                and not bias_value.is_graph_input() and len(bias_value.uses()) == 1:
-            bias_value.const_value = ir.Tensor(new_b, name=bias_value.name)
-        else:
-            base = conv.name or (conv.outputs[0].name or "conv")
-            b_value = ir.Value(name=f"{base}.folded_bias", const_value=ir.Tensor(new_b))
-            graph.register_initializer(b_value)
-            if len(conv.inputs) < 3:
-                conv.resize_inputs(3)
-            conv.replace_input_with(2, b_value)
+        store_folded(graph, conv, new_w, new_b)
         x = conv.outputs[0]
         name = y.name
         y.replace_all_uses_with(x, replace_graph_outputs=True)
