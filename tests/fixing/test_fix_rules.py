@@ -112,7 +112,7 @@ CASES: dict[str, tuple[Callable[[], ir.Model], str]] = {
 }
 
 
-# DLA runs each elementwise op as its own layer: a Q/DQ inside a pointwise chain belongs there.
+# On DLA a Q/DQ inside a pointwise chain is a range the translation needs: it belongs there.
 GPU_ONLY = {"pointwise"}
 
 

@@ -6,8 +6,9 @@ Q -> DQ pair on a tensor between two such ops cuts the kernel in two: one more l
 round trip through memory, and one more rounding to INT8 that the fused kernel never does. The
 check: an INT8 pointwise layer's output is read only through Q -> DQ, by one pointwise op whose
 other inputs are constants or tensors the layer already reads (through Q/DQ or not). Around a
-layer that runs float the pair is a Reformat for nothing, which QDQ407 reports. DLA runs each
-elementwise op as a layer of its own, so there the pairs belong and the rule is silent.
+layer that runs float the pair is a Reformat for nothing, which QDQ407 reports. GPU only: DLA
+builds the translated model implicitly, where a pair is the tensor's range, which the translation
+needs and which cuts no fusion (I1).
 """
 
 from __future__ import annotations
@@ -42,13 +43,13 @@ RULES = (
         how_it_checks=(
             "An INT8 pointwise layer's output is read only through Q/DQ, by one pointwise op "
             "whose other inputs are constants or tensors the layer already reads (GPU targets: "
-            "DLA runs each elementwise op as its own layer)."
+            "on DLA a pair is a range and cuts no fusion)."
         ),
     ),
 )
 
 
-# DLA runs each elementwise op as its own layer: the scales inside are needed.
+# DLA builds implicitly: a pair there is a range the translation needs, and cuts no fusion (I1).
 TARGETS = ("gpu",)
 
 fix: Fix | None = replace_by_placement
