@@ -189,6 +189,29 @@ def test_exact_translation_verifies_as_exact(tmp_path: Path) -> None:
     assert result.verdict.startswith("PASS")
 
 
+def test_an_if_body_reads_a_network_input_as_given(tmp_path: Path) -> None:
+    # The engine takes a network input in float and its conv quantizes it on reading, while an
+    # If body, whose layers carry no cached scale, reads it as given, as the Q/DQ model's body
+    # does. Quantizing it there too would score a faithful bundle below the engine.
+    g = GraphBuilder("inputs", seed=1)
+    x = g.input("x", [1, 3, 8, 8])
+    y = g.conv(g.qdq(x, 0.02, name="x"), 3, 8, weight="dq-only", name="c1")
+    g.output(g.qdq(y, 0.05, name="c1"))
+    branch = onnx.helper.make_graph(
+        [onnx.helper.make_node("Mul", [x, g.const(np.float32(3.0))], ["tripled"])], "then", [],
+        [onnx.helper.make_tensor_value_info("tripled", onnx.TensorProto.FLOAT, None)])
+    other = onnx.helper.make_graph(
+        [onnx.helper.make_node("Neg", [x], ["negated"])], "else", [],
+        [onnx.helper.make_tensor_value_info("negated", onnx.TensorProto.FLOAT, None)])
+    flag = g.constant(np.array(True))
+    g.output(g.node("If", [flag], name="branch", then_branch=branch, else_branch=other))
+    source = g.save(tmp_path / "m.onnx")
+    translate(source, tmp_path / "out")
+    result = verify(source, tmp_path / "out", samples=2)
+    assert result.passed
+    assert [c.snr_db for c in result.outputs] == [float("inf")] * 2
+
+
 # ------------------------------------------------------------------ verdict and exit code
 def _cli(*argv: str | Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
     from qdqkit.cli import main

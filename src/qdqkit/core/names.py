@@ -5,6 +5,13 @@ from __future__ import annotations
 import onnx_ir as ir
 
 
+def layer_safe(name: str) -> str:
+    """``name`` fit to name a node a pass adds: a tensor name may hold any text (one model names
+    its output with a JSON label map), but trtexec's ``--layerPrecisions`` splits its list at
+    commas, so a node named after such a tensor could never be listed there."""
+    return name.replace(",", "_")
+
+
 def taken_names(graph: ir.Graph) -> set[str]:
     """Every name ``graph`` already uses: inputs, initializers, nodes and node outputs."""
     taken = {v.name for v in graph.inputs if v.name} | set(graph.initializers)

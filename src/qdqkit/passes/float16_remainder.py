@@ -44,7 +44,7 @@ import onnx
 import onnx.defs
 import onnx_ir as ir
 
-from qdqkit.core.names import taken_names, unique_name
+from qdqkit.core.names import layer_safe, taken_names, unique_name
 from qdqkit.core.qdq import is_dequantize, is_qdq, is_quantize, node_label
 from qdqkit.core.shapes import fill_value_types
 
@@ -302,7 +302,7 @@ def _float32_qdq(graph: ir.Graph, taken: set[str], keep: Mapping[ir.Node, str]) 
         twin = ir.Node("", "DequantizeLinear", list(node.inputs),
                        attributes=[ir.Attr(a.name, a.type, a.value)
                                    for a in node.attributes.values()],
-                       name=unique_name(taken, f"{node.name or out.name}_fp32"))
+                       name=unique_name(taken, layer_safe(f"{node.name or out.name}_fp32")))
         twin.outputs[0].name = unique_name(taken, f"{out.name}_fp32")
         twin.outputs[0].shape = out.shape
         _set_dtype(twin.outputs[0], _F32)
@@ -371,7 +371,7 @@ def _cast(
     if key not in done:
         tag = "fp16" if dtype == _F16 else "fp32"
         node = ir.Node("", "Cast", [value], attributes=[ir.AttrInt64("to", dtype)],
-                       name=unique_name(taken, f"{value.name}_to_{tag}"))
+                       name=unique_name(taken, layer_safe(f"{value.name}_to_{tag}")))
         node.outputs[0].name = unique_name(taken, f"{value.name}_{tag}")
         _set_dtype(node.outputs[0], dtype)
         node.outputs[0].shape = value.shape
@@ -389,7 +389,7 @@ def _cast_output(graph: ir.Graph, taken: set[str], value: ir.Value) -> ir.Value:
     name = value.name or "output"
     value.name = unique_name(taken, f"{name}_fp16")
     node = ir.Node("", "Cast", [value], attributes=[ir.AttrInt64("to", _F32)],
-                   name=unique_name(taken, f"{name}_to_fp32"))
+                   name=unique_name(taken, layer_safe(f"{name}_to_fp32")))
     out = node.outputs[0]
     out.name = name
     _set_dtype(out, _F32)

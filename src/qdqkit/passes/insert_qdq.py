@@ -13,7 +13,8 @@ Rules:
    ``keep_float``, as ``W -> Q -> DQ`` with int8 zero points 0. ``per_tensor`` uses one scale,
    max|W|/127 over the whole weight, instead.
 3. New tensors and nodes are named after the quantized tensor (``<x>_scale``, ``<x>_zp``,
-   ``<x>_Q`` -> ``<x>_q``, ``<x>_DQ`` -> ``<x>_dq``, ``<W>_quantized``), suffixed to stay unique.
+   ``<x>_Q`` -> ``<x>_q``, ``<x>_DQ`` -> ``<x>_dq``, ``<W>_quantized``), suffixed to stay unique;
+   node names drop the commas a tensor name may hold (``core.names.layer_safe``).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 import onnx_ir as ir
 
+from qdqkit.core.names import layer_safe
 from qdqkit.core.qdq_math import implicit_weight_scales
 from qdqkit.core.weights import output_channel_axis, weight_index
 
@@ -111,7 +113,7 @@ class InsertQdq(ir.passes.InPlacePass):
         cast_back = value.dtype is not None and value.dtype not in native
         if cast_back:
             cast = ir.Node("", "Cast", [x], attributes=[ir.AttrInt64("to", ir.DataType.FLOAT)],
-                           name=names.new(f"{base}_to_float"))
+                           name=names.new(layer_safe(f"{base}_to_float")))
             nodes.append(cast)
             x = cast.outputs[0]
         q = _node("QuantizeLinear", [x, scale, zero], names, base, "Q", "q")
@@ -121,7 +123,7 @@ class InsertQdq(ir.passes.InPlacePass):
         if cast_back:
             assert value.dtype is not None
             back = ir.Node("", "Cast", [result], attributes=[ir.AttrInt64("to", value.dtype)],
-                           name=names.new(f"{base}_from_float"))
+                           name=names.new(layer_safe(f"{base}_from_float")))
             nodes.append(back)
             result = back.outputs[0]
         result.type, result.shape = _own_type(value), value.shape
@@ -225,7 +227,7 @@ def _node(
     attributes: Sequence[ir.Attr] = (),
 ) -> ir.Node:
     node = ir.Node("", op, list(inputs), attributes=list(attributes),
-                   name=names.new(f"{base}_{node_tag}"))
+                   name=names.new(layer_safe(f"{base}_{node_tag}")))
     node.outputs[0].name = names.new(f"{base}_{out_tag}")
     return node
 

@@ -4,7 +4,10 @@ Rules, one per source of loss (``Source``); an emulation applies any subset of t
 source's cost can be measured alone:
 1. ``ACTIVATIONS``: every tensor the calibration cache gives a scale is fake-quantized there
    (Q -> DQ, int8, symmetric, round half to even), except a scale of exactly 1.0, the DLA unary
-   marker, which the DLA compiler reads as "no requantization".
+   marker, which the DLA compiler reads as "no requantization". A network input is the
+   exception to "every reader": the engine takes it in float (the build's default I/O format)
+   and its layers quantize it as they read it, but an If or Loop body, whose layers carry no
+   cached scale, reads it as given (as the Q/DQ model's body does).
 2. ``WEIGHTS``: the weight of every INT8 layer (Conv, ConvTranspose, Gemm, MatMul whose activation
    input has a scale) becomes what TensorRT computes with: per output channel, scale max|w|/127 in
    float32 (``core.qdq_math.trt_requantize_weight``; a weight already on that grid is unchanged).
@@ -101,11 +104,20 @@ def values_by_name(graph: ir.Graph) -> dict[str, ir.Value]:
 
 def insert_fake_quant(model: ir.Model, scales: Mapping[str, float]) -> list[str]:
     """Q -> DQ (int8, zero point 0) after every tensor named in ``scales``; returns names not found."""
-    by_name = values_by_name(model.graph)
+    graph = model.graph
+    by_name = values_by_name(graph)
     missing = [name for name in scales if name not in by_name]
-    InsertQdq([ActivationQdq(by_name[name], scale) for name, scale in scales.items()
-               if name in by_name])(model)
+    InsertQdq([ActivationQdq(by_name[name], scale, _quantized_readers(graph, by_name[name]))
+               for name, scale in scales.items() if name in by_name])(model)
     return missing
+
+
+def _quantized_readers(graph: ir.Graph, value: ir.Value) -> tuple[ir.Node, ...] | None:
+    """Rule 1: the readers a network input is quantized for, those of the main graph (None:
+    every reader of any other tensor, which its INT8 writer stores quantized)."""
+    if not value.is_graph_input():
+        return None
+    return tuple(dict.fromkeys(use.node for use in value.uses() if use.node.graph is graph))
 
 
 def reference_names(
