@@ -45,3 +45,24 @@ def test_weight_from_a_custom_op_is_left_alone() -> None:
     before = [n.op_type for n in model.graph]
     assert not FoldComputedWeights()(model).modified
     assert [n.op_type for n in model.graph] == before
+
+
+def test_computed_batchnorm_parameters_are_stored_so_the_bn_folds() -> None:
+    # caffe2's stub models compute a BatchNormalization's scale, bias, mean and variance with
+    # ConstantOfShape too; stored, the BN folds into its conv as TensorRT builds it.
+    g = GraphBuilder("computed_bn", opset=13, seed=0)
+    x = g.input("x", [1, 8, 4, 4])
+    y = g.conv(x, 8, 8, weight="float", name="conv")
+    params = [g.node("ConstantOfShape", [g.const(np.array([8], np.int64))],
+                     value=onnx.numpy_helper.from_array(np.array([v], np.float32)))
+              for v in (1.5, 0.25, 0.1, 2.0)]
+    g.node("BatchNormalization", [y, *params], name="bn", out="z")
+    g.output("z", [1, 8, 4, 4])
+    feeds = {"x": np.random.default_rng(2).normal(size=(1, 8, 4, 4)).astype(np.float32)}
+    expected = g.run(feeds)[0]
+    model = g.ir()
+    assert FoldComputedWeights()(model).modified
+    bn = next(n for n in model.graph if n.op_type == "BatchNormalization")
+    assert all(v is not None and v.const_value is not None for v in bn.inputs[1:])
+    assert [n.op_type for n in model.graph] == ["Conv", "BatchNormalization"]
+    np.testing.assert_allclose(make_session(model).run(None, feeds)[0], expected, rtol=1e-6)

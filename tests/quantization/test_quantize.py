@@ -470,3 +470,26 @@ def test_dla_builds_for_tensorrt_10_unless_told_otherwise(tmp_path: Path) -> Non
     assert main(["quantize", str(source), "-o", str(out), "--calib", "random", "--calib-limit",
                  "2", "--target", "dla", "--trt", "11", "--json"]) in (0, 1)
     assert json.loads(out.with_suffix(".quant.json").read_text())["options"]["trt"] == "11"
+
+
+@pytest.mark.parametrize("target", ["gpu", "dla"])
+def test_residual_sums_are_placed_as_residual_adds(target: str) -> None:
+    # Caffe2's ResNets (and TensorFlow's AddN) write the residual addition as a two-input Sum.
+    from qdqkit.linting import lint
+
+    placed = {}
+    for op in ("Add", "Sum"):
+        builder = resnet()
+        proto = builder.proto()
+        for node in proto.graph.node:
+            if node.op_type == "Add":
+                node.op_type = op
+        result = quantize(proto, calibration_batches(builder, 2), target=target)
+        assert result.model is not None
+        assert all(w.quantized for w in result.weighted)
+        placed[op] = sorted(n.inputs[0].name or "" for n in result.model.graph
+                            if is_quantize(n))
+        linted = lint(result.model, trt=result.options["trt"], target=target)
+        assert linted.errors == 0
+        assert not [g.code for g in linted.groups if g.code in ("QDQ202", "QDQ205", "QDQ407")]
+    assert placed["Sum"] == placed["Add"]

@@ -163,6 +163,25 @@ def test_a_residual_add_behind_an_identity_fuses_into_the_conv() -> None:
     assert conv.output_precision == Precision.INT8
 
 
+def test_a_two_input_sum_fuses_into_the_conv_as_a_residual_add() -> None:
+    """Caffe2 and TensorFlow exports write residual additions as Sum; TensorRT's parser builds a
+    two-input Sum as the same elementwise SUM layer as Add, which fuses into the conv (C3)."""
+    engines = {}
+    for op in ("Add", "Sum"):
+        g = GraphBuilder()
+        x = g.node("Relu", [g.conv(g.qdq(g.input("x", [1, 32, 8, 8])), 32, 32, name="c0")])
+        y = g.conv(g.qdq(x, 0.05, name="main"), 32, 32, name="c1")
+        out = g.node(op, [y, g.qdq(x, 0.05, name="skip")], name="add")
+        g.output(g.conv(g.qdq(g.node("Relu", [out], name="relu"), 0.05), 32, 32, name="c2"))
+        engines[op] = predict_engine(g.ir(), trt="10")
+    for engine in engines.values():
+        conv = next(layer for layer in engine.layers if "c1" in layer.onnx_nodes)
+        assert {"add", "relu"} <= set(conv.onnx_nodes)
+        assert conv.output_precision == Precision.INT8
+    assert [(layer.name, layer.precision) for layer in engines["Sum"].layers] == [
+        (layer.name, layer.precision) for layer in engines["Add"].layers]
+
+
 def test_concat_with_one_scale_is_elided_in_int8() -> None:
     g = GraphBuilder()
     x = g.dequantize(g.quantize(g.input("x", [1, 32, 8, 8]), 0.1, name="q1"), 0.1)

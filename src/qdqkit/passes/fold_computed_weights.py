@@ -2,9 +2,10 @@
 
 Some exporters compute weights instead of storing them (caffe2's ConstantOfShape stubs, a TF
 export's Mul or Concat of constants). Quantizing a weight needs its values, so:
-1. A weighted op's (Conv, ConvTranspose, Gemm, MatMul) input computed only from constants, by any
-   deterministic op of the standard domains, is evaluated once with onnxruntime and becomes an
-   initializer under the same name; its readers read that instead.
+1. A weighted op's (Conv, ConvTranspose, Gemm, MatMul) input, or a BatchNormalization's scale,
+   bias, mean or variance, computed only from constants, by any deterministic op of the standard
+   domains, is evaluated once with onnxruntime and becomes an initializer under the same name;
+   its readers read that instead (a stored BatchNormalization then folds into its conv).
 2. The nodes that computed it are removed when nothing else reads their outputs.
 3. A value that is a graph output, or that onnxruntime cannot compute (a custom op), is left as it
    is: the placement then reports why its op stays float.
@@ -53,13 +54,20 @@ class FoldComputedWeights(ir.passes.InPlacePass):
 
 
 def _computed_inputs(graph: ir.Graph) -> list[ir.Value]:
-    """Weighted-op inputs computed from constants only by standard-domain nodes (rule 1)."""
+    """Weighted-op inputs and BatchNormalization parameters computed from constants only by
+    standard-domain nodes (rule 1)."""
     constant = constant_derived_values(graph)
     found: dict[ir.Value, None] = {}
     for node in graph:
-        if node.op_type not in WEIGHTED_OPS or node.domain not in _STANDARD:
+        if node.domain not in _STANDARD:
             continue
-        for value in node.inputs:
+        if node.op_type in WEIGHTED_OPS:
+            values = node.inputs
+        elif node.op_type == "BatchNormalization":
+            values = node.inputs[1:5]
+        else:
+            continue
+        for value in values:
             if value is None or value.const_value is not None or value not in constant:
                 continue
             if value.is_graph_output() or not value.name or not _standard_only(value):

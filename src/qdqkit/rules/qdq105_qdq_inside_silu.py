@@ -50,7 +50,7 @@ fix: Fix | None = replace_by_placement
 
 def check(ctx: LintContext) -> Iterator[Finding]:
     from qdqkit.core.qdq import node_label
-    from qdqkit.trt.predict.ops import is_default_domain
+    from qdqkit.trt.predict.ops import is_add, is_default_domain
 
     weighted = set(ctx.view.weighted_nodes)
     for node in ctx.nodes_of("Mul"):
@@ -65,8 +65,8 @@ def check(ctx: LintContext) -> Iterator[Finding]:
             if base is None or base is not other:
                 continue
             producer = base.producer()
-            if producer is None or (producer not in weighted and producer.op_type not in (
-                    "BatchNormalization", "Add")):
+            if producer is None or (producer not in weighted and producer.op_type != (
+                    "BatchNormalization") and not is_add(producer)):
                 continue
             inside = q_sig + q_other + q_in
             if inside:

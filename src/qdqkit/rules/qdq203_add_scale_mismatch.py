@@ -46,10 +46,11 @@ fix: Fix | None = replace_by_placement
 
 def check(ctx: LintContext) -> Iterator[Finding]:
     from qdqkit.core.qdq import node_label
+    from qdqkit.trt.predict.ops import is_add
 
     facts = ctx.prediction.facts
-    for node in ctx.nodes_of("Add"):
-        if node in facts.folded_nodes:
+    for node in ctx.nodes_of("Add", "Sum"):
+        if not is_add(node) or node in facts.folded_nodes:
             continue
         data = facts.data_inputs(node)
         if len(data) != 2:

@@ -25,6 +25,7 @@ import onnx_ir as ir
 from qdqkit.core.constants import constant_derived_values
 from qdqkit.core.qdq import FLOAT_TYPES
 from qdqkit.passes.scales import ScaleOrigin, ScaleTable
+from qdqkit.trt.predict.ops import is_add
 
 _NON_FLOAT_OPS = frozenset({
     "Shape", "Size", "NonZero", "ArgMax", "ArgMin", "Equal", "Less", "Greater", "LessOrEqual",
@@ -85,7 +86,7 @@ def _unary_candidate(value: ir.Value, scales: ScaleTable) -> bool:
     if producer is None or producer.op_type != "Conv" or len(uses) != 1 or value.is_graph_output():
         return False
     add = uses[0].node
-    if add.op_type != "Add" or len(add.inputs) != 2:
+    if not is_add(add):
         return False
     other = add.inputs[1 - uses[0].idx]
     entry = scales.entry(other) if other is not None and other is not value else None

@@ -24,7 +24,7 @@ _DLA_KINDS = frozenset({
     LayerKind.REFORMAT,
 })
 _DLA_POINTWISE_OPS = frozenset({
-    "Relu", "Sigmoid", "Tanh", "Clip", "LeakyRelu", "PRelu", "Add", "Sub", "Mul", "Div", "Max", "Min",
+    "Relu", "Sigmoid", "Tanh", "Clip", "LeakyRelu", "PRelu", "Add", "Sum", "Sub", "Mul", "Div", "Max", "Min",
     "Pow", "BatchNormalization", "Abs", "Neg", "Exp", "Sqrt", "Reciprocal", "HardSwish",
     "HardSigmoid",
 })

@@ -64,6 +64,7 @@ from qdqkit.trt.predict.ops import (
     POINTWISE,
     POOLS,
     SHAPE_OPS,
+    is_add,
     is_default_domain,
     is_plugin,
 )
@@ -542,7 +543,7 @@ def _pass_through(
                             and v.producer() not in inside]
                 for value in external:
                     qreaders.setdefault(value, {})[member] = None
-                if member.op_type in ("Add", "Sub") and len(external) == 2:
+                if (is_add(member) or member.op_type == "Sub") and len(external) == 2:
                     groups.union(external[0], external[1])  # one scale for both (C6, B4)
             int8_ops.extend(reversed(block.nodes))
     for value in facts.graph.inputs:
@@ -575,7 +576,7 @@ def _int8_pointwise_blocks(facts: GraphFacts, blocked: Mapping[ir.Node, str],
                    if (p := v.producer()) is not None}
         if block in sensitive or feeders & sensitive:  # a GELU's tail is still GELU
             continue
-        if any(n.op_type == "Add" and len(facts.data_inputs(n)) == 2
+        if any(is_add(n) and len(facts.data_inputs(n)) == 2
                and any(_conv_fed(facts, v) and len(list(v.uses())) == 1
                        for v in facts.data_inputs(n)) for n in block.nodes):
             continue

@@ -37,6 +37,7 @@ from qdqkit.trt.predict.ops import (
     ELIDED_COPY_OPS,
     POINTWISE,
     SHAPE_OPS,
+    is_add,
     is_default_domain,
 )
 
@@ -307,7 +308,7 @@ def find_residual_owners(facts: GraphFacts) -> dict[ir.Node, tuple[ir.Node, ir.V
     """Residual Add -> (the weighted op that fuses it, the residual input) (C3, C5)."""
     owners: dict[ir.Node, tuple[ir.Node, ir.Value]] = {}
     for node in facts.graph:
-        if node.op_type != "Add" or not is_default_domain(node) or node in facts.folded_nodes:
+        if not is_add(node) or not is_default_domain(node) or node in facts.folded_nodes:
             continue
         data = facts.data_inputs(node)
         if len(data) != 2 or data[0] is data[1] or not _same_shape(facts, data[0], data[1]):
@@ -399,7 +400,7 @@ def _weighted_block(
         # An implicit build's range on the chain's tensor: taken with whatever reads past it.
         value, scale = _past_scale(facts, value)
         reader = _single_reader(value)
-        if reader is not None and reader.op_type == "Add" and reader in owners:
+        if reader is not None and is_add(reader) and reader in owners:
             if owners[reader][0] is not node or block.residual_add is not None:
                 break
             block.residual_add, block.residual_input = reader, owners[reader][1]

@@ -18,8 +18,10 @@ ACTIVATIONS = frozenset({
     "Relu", "Clip", "LeakyRelu", "Sigmoid", "Tanh", "HardSigmoid", "HardSwish", "Elu", "Selu",
     "Softplus", "PRelu", "ThresholdedRelu", "Gelu", "Mish",
 })
-# Elementwise binary ops: an epilogue when the other operand is a constant (bias, scale).
-BINARY_POINTWISE = frozenset({"Add", "Sub", "Mul", "Div", "Max", "Min", "Pow"})
+# Elementwise binary ops: an epilogue when the other operand is a constant (bias, scale). ``Sum``
+# is the variadic Add older exporters write (Caffe2's residual sums, TensorFlow's AddN): TensorRT's
+# parser builds it as the same elementwise SUM layers (see ``is_add``).
+BINARY_POINTWISE = frozenset({"Add", "Sub", "Mul", "Div", "Max", "Min", "Pow", "Sum"})
 UNARY_POINTWISE = frozenset({
     "Abs", "Neg", "Exp", "Log", "Sqrt", "Reciprocal", "Erf", "Floor", "Ceil", "Round", "Sin", "Cos",
     "Not", "Sign",
@@ -66,6 +68,12 @@ _KIND_BY_OP = {
 
 def is_default_domain(node: ir.Node) -> bool:
     return node.domain in DEFAULT_DOMAINS
+
+
+def is_add(node: ir.Node) -> bool:
+    """An Add, or a two-input Sum: TensorRT's parser makes both one elementwise SUM layer, which
+    fuses into a conv as a residual Add does (C3)."""
+    return node.op_type == "Add" or (node.op_type == "Sum" and len(node.inputs) == 2)
 
 
 def layer_kind_of(node: ir.Node) -> LayerKind:
