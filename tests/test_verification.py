@@ -138,6 +138,23 @@ def test_fp16_layers_round_in_both_models_as_an_fp16_build_runs_them(
     assert snr < 20
 
 
+def test_an_ir3_model_with_its_initializers_as_inputs_verifies(tmp_path: Path) -> None:
+    # IR version 3 lists every initializer as a graph input too (Caffe2's exports, and
+    # onnxruntime's quantizer keeps the version). The FP16 layers make verify rewrite the Q/DQ
+    # model, which must stay a model onnxruntime loads.
+    source = _offset_chain(tmp_path / "m.onnx")
+    model = onnx.load(source)
+    model.ir_version = 3
+    # Caffe2's ResNet-50 also carries one nobody reads (a data-queue blob).
+    model.graph.initializer.append(onnx.numpy_helper.from_array(np.zeros(4, np.float32), "queue"))
+    model.graph.input.extend(onnx.helper.make_tensor_value_info(
+        init.name, init.data_type, list(init.dims)) for init in model.graph.initializer)
+    onnx.save(model, source)
+    translate(source, tmp_path / "out")
+    result = verify(source, tmp_path / "out")
+    assert result.fp16_tensors >= 2 and result.passed, result.verdict
+
+
 def test_unary_scales_are_not_emulated_as_quantization(tmp_path: Path) -> None:
     from qdqkit.translation import TranslateOptions
 

@@ -6,7 +6,9 @@ Rules:
    paddle2onnx store every weight this way, and a weight must be an initializer to be quantized
    per channel in place.
 2. A graph input that is also an initializer (IR version 3 listed them as inputs) stops being an
-   input: nobody feeds it, and TensorRT treats an input as run-time data, not a weight.
+   input: nobody feeds it, and TensorRT treats an input as run-time data, not a weight. The model
+   then declares IR version 4 at least, the first that lets an initializer be no input
+   (onnxruntime refuses an IR 3 model whose initializer is not an input).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ class ConstantsToInitializers(ir.passes.InPlacePass):
         if len(inputs) != len(graph.inputs):
             graph.inputs.clear()
             graph.inputs.extend(inputs)
+            model.ir_version = max(model.ir_version or 0, 4)
             changed = True
         return ir.passes.PassResult(model, modified=changed)
 
