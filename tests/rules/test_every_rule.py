@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import onnx_ir as ir
 import pytest
 
 from qdqkit.engine.report import report_engine
@@ -544,3 +545,25 @@ def test_a_weight_only_int4_gemm_is_named_as_such() -> None:
     (finding,) = _typed_qdq("int4", trt="10").lint().findings("QDQ411")
     assert "weight-only" in finding.message and "'mm'" in finding.message
     assert finding.nodes == ["w_DQ"] and finding.tensors == ["wq"]
+
+
+def test_an_int32_batchnorm_bias_is_a_quantized_bias_and_fix_floats_it() -> None:
+    # onnxruntime's quantizer writes the bias of a BatchNormalization it leaves unfolded as an
+    # int32 DQ too: QDQ409 (fixable), not QDQ410's build error.
+    from qdqkit.fixing import fix
+
+    g = GraphBuilder()
+    y = g.conv(g.qdq(g.input("x", [1, 8, 8, 8]), name="in"), 8, 8, name="conv")
+    scale = np.full(8, 1e-4, np.float32)
+    bias = g.dequantize(g.const(np.arange(8, dtype=np.int32), "bn.bias_int32"), scale,
+                        np.zeros(8, np.int32), zp_dtype=np.int32, axis=0, name="bias_DQ")
+    ones, zeros = g.const(np.ones(8, np.float32)), g.const(np.zeros(8, np.float32))
+    y = g.node("BatchNormalization", [y, ones, bias, zeros, ones], name="bn")
+    g.output(g.conv(g.qdq(g.node("Relu", [y]), 0.1), 8, 8, name="next"))
+    codes = Model(g).codes()
+    assert "QDQ409" in codes and "QDQ410" not in codes
+    fixed = fix(g.ir()).model
+    assert fixed is not None
+    assert not [n for n in fixed.graph if n.op_type == "DequantizeLinear"
+                and n.inputs[0] is not None and n.inputs[0].dtype == ir.DataType.INT32]
+    assert not set(lint(fixed).codes()) & {"QDQ409", "QDQ410"}

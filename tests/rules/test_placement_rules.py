@@ -161,3 +161,16 @@ def test_the_explicit_mode_deconv_activation_reports_do_not_reach_dla() -> None:
     g.output(g.node("Relu", [y], name="act"))
     assert "QDQ106" in set(lint(g.ir(), trt="10", target="gpu").codes())
     assert "QDQ106" not in set(lint(g.ir(), trt="10", target="dla").codes())
+
+
+def test_a_float_conv_the_size_rule_keeps_float_is_not_reported() -> None:
+    # 4 input and 12 output channels: no INT8 kernel beats FP16 (C20); quantize and fix keep it
+    # float too, so reporting it would leave every repaired model with a finding nothing fixes.
+    g = GraphBuilder()
+    y = g.node("Relu", [g.conv(g.qdq(g.input("x", [1, 32, 8, 8])), 32, 4, name="conv")])
+    g.output(g.conv(y, 4, 12, weight="float", name="float_conv"))
+    assert "QDQ102" not in _codes(g)
+    g = GraphBuilder()  # the same conv with 16 output channels is reported (its Q would fuse)
+    y = g.node("Relu", [g.conv(g.qdq(g.input("x", [1, 32, 8, 8])), 32, 4, name="conv")])
+    g.output(g.conv(y, 4, 16, weight="float", name="float_conv"))
+    assert "QDQ102" in _codes(g)

@@ -1,9 +1,11 @@
 """DequantizeBias: quantized biases back to float.
 
 Rules:
-1. The bias input (index 2) of a Conv, ConvTranspose or Gemm produced by a DequantizeLinear of a
-   constant (onnxruntime's int32 bias, or a Q/DQ pair on a float bias) reads a float initializer
-   holding the dequantized values instead; the DQ (and its Q) go once nothing else reads them.
+1. The bias input (index 2) of a Conv, ConvTranspose, Gemm or BatchNormalization produced by a
+   DequantizeLinear of a constant (onnxruntime's int32 bias, which it writes for a
+   BatchNormalization left unfolded too, or a Q/DQ pair on a float bias) reads a float
+   initializer holding the dequantized values instead; the DQ (and its Q) go once nothing else
+   reads them.
 2. TensorRT quantizes nothing but weights and activations: it computes biases in float anyway.
 3. ``nodes`` (node names, as findings give them) limits the rewrite to those layers.
 """
@@ -18,7 +20,8 @@ from qdqkit.core.constants import new_constant
 from qdqkit.core.qdq import node_label
 from qdqkit.passes.replace_qdq import dequantized_constant, dq_of_constant, remove_unused
 
-_BIASED = frozenset({"Conv", "ConvTranspose", "Gemm"})
+# The ops whose input 2 is a bias (a BatchNormalization's B).
+BIASED_OPS = frozenset({"Conv", "ConvTranspose", "Gemm", "BatchNormalization"})
 
 
 class DequantizeBias(ir.passes.InPlacePass):
@@ -30,7 +33,7 @@ class DequantizeBias(ir.passes.InPlacePass):
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         graph = model.graph
         for node in list(graph):
-            if node.op_type not in _BIASED or len(node.inputs) < 3:
+            if node.op_type not in BIASED_OPS or len(node.inputs) < 3:
                 continue
             if self.nodes is not None and node_label(node) not in self.nodes:
                 continue

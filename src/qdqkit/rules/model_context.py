@@ -275,7 +275,8 @@ class LintContext:
 
 
 def _bias_only(dq: ir.Node) -> bool:
-    """Whether every reader of the DQ's output reads it as a Conv/ConvTranspose/Gemm bias."""
+    """Whether every reader of the DQ's output reads it as a bias (``passes.float_bias``)."""
+    from qdqkit.passes.float_bias import BIASED_OPS
+
     uses = dq.outputs[0].uses()
-    return bool(uses) and all(
-        use.node.op_type in ("Conv", "ConvTranspose", "Gemm") and use.idx == 2 for use in uses)
+    return bool(uses) and all(use.node.op_type in BIASED_OPS and use.idx == 2 for use in uses)

@@ -9,7 +9,9 @@
    Reformat of its own, and the cost model says the op saves less in INT8
    than that Reformat costs (E1; ``trt.placement.costs``, the rule ``quantize`` places by), nor
    where the model records the op as kept float on purpose (``core.kept_float``: ``quantize``
-   writes why, e.g. a whole INT8 region that would not pay, which one op's view cannot see).
+   writes why, e.g. a whole INT8 region that would not pay, which one op's view cannot see),
+   nor where the placement's size rule keeps it float (``trt.placement.sizes``: too few
+   channels, a GEMV-shaped or tiny GEMM; C15, C20), as ``quantize`` and ``fix`` place it.
 3. QDQ403: a quantized weight with a single scale (and more than one output channel).
 One check: all three read the same weight reference and activation of each weighted block.
 """
@@ -68,7 +70,8 @@ RULES = (
         how_it_checks=(
             "The model has Q/DQ nodes and a weighted op with a constant weight has no DQ on "
             "either input, unless its input comes from a float layer and the cost model says "
-            "INT8 would save less than the Reformat quantizing it costs."
+            "INT8 would save less than the Reformat quantizing it costs, or the op is too small "
+            "to gain from INT8 (too few channels, a GEMV-shaped or tiny GEMM)."
         ),
     ),
     Rule(
@@ -129,9 +132,19 @@ def check(ctx: LintContext) -> Iterator[Finding]:
                 cost=ctx.reformat_cost(before, f"{module_label(block)} runs {runs}"),
             )
         elif (not ref.quantized and quantized_model and node_label(node) not in ctx.kept_float
+              and not _too_small(ctx, node, ref.source, activation)
               and not _int8_would_not_pay(ctx, layer, activation)):
             yield ctx.finding("QDQ102", f"{where} is not quantized", nodes=[node_label(node)],
                               cost=f"runs {runs} inside a quantized model")
+
+
+def _too_small(ctx: LintContext, node: ir.Node, weight: ir.Value,
+               activation: ir.Value | None) -> bool:
+    """The size rule's exception of QDQ102 (module docstring, rule 2)."""
+    from qdqkit.trt.placement.sizes import too_small
+
+    first = activation is not None and activation.is_graph_input()
+    return too_small(node, weight, ctx.prediction.facts.shape_of, first) is not None
 
 
 def _int8_would_not_pay(ctx: LintContext, layer: EngineLayer | None,

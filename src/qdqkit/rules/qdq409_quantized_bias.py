@@ -1,4 +1,5 @@
-"""QDQ409: a Conv, ConvTranspose or Gemm bias is quantized (A8: biases stay float).
+"""QDQ409: a Conv, ConvTranspose, Gemm or BatchNormalization bias is quantized (A8: biases stay
+float).
 
 A bias input produced by a DequantizeLinear of a constant (an int32 bias as onnxruntime's
 static quantization writes it, or a Q/DQ pair on a float bias) is a finding; the int32 form is
@@ -24,7 +25,7 @@ RULES = (
         code="QDQ409",
         name="quantized-bias",
         severity=Severity.WARNING,
-        summary="a Conv/ConvTranspose/Gemm bias is quantized",
+        summary="a Conv/ConvTranspose/Gemm/BatchNormalization bias is quantized",
         why=(
             "TensorRT quantizes weights and activations only and adds biases in float: a Q/DQ on "
             "a bias at best folds into a float constant rounded to its grid (precision lost for "
@@ -37,14 +38,11 @@ RULES = (
         fixable=True,
         rule_id="A8",
         how_it_checks=(
-            "Input 2 of a Conv, ConvTranspose or Gemm is the output of a DequantizeLinear of a "
-            "constant, or of a QuantizeLinear of a constant."
+            "Input 2 of a Conv, ConvTranspose, Gemm or BatchNormalization is the output of a "
+            "DequantizeLinear of a constant, or of a QuantizeLinear of a constant."
         ),
     ),
 )
-
-_BIASED = ("Conv", "ConvTranspose", "Gemm")
-
 
 def fix(finding: Finding, model: ir.Model) -> bool:
     """The finding's layers read their bias as a float initializer holding the DQ's values."""
@@ -59,9 +57,10 @@ def check(ctx: LintContext) -> Iterator[Finding]:
     import onnx_ir as ir
 
     from qdqkit.core.qdq import node_label
+    from qdqkit.passes.float_bias import BIASED_OPS
     from qdqkit.passes.replace_qdq import dq_of_constant
 
-    for node in ctx.nodes_of(*_BIASED):
+    for node in ctx.nodes_of(*sorted(BIASED_OPS)):
         bias = node.inputs[2] if len(node.inputs) > 2 else None
         dq = dq_of_constant(bias)
         if bias is None or dq is None or dq.inputs[0] is None:
