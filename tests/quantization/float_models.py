@@ -213,6 +213,32 @@ def svtr(width: int | str = 32, dim: int = 64) -> GraphBuilder:
     return g
 
 
+def psa(channels: int = 256, size: int = 40) -> GraphBuilder:
+    """YOLO11's position-sensitive attention (C2PSA) between conv stacks: a 1x1 conv writes the
+    query and value halves; the attention MatMuls and Softmax stay float; a depthwise
+    positional-encoding conv reads the value half, added to the attention output before the
+    projection conv."""
+    g = GraphBuilder("psa", seed=3, opset=17)
+    c, hw = channels, size
+    y = g.node("Relu", [g.conv(g.input("x", [1, c, hw, hw]), c, c, 1, weight="float")])
+    y = g.node("Relu", [g.conv(y, c, c, 3, weight="float")])
+    g.node("Split", [g.conv(y, c, 2 * c, 1, weight="float", name="qkv"),
+                     g.const(np.array([c, c], np.int64))], name="split", outputs=2, axis=1)
+    q, v = "split_out0", "split_out1"
+    rows = g.const(np.array([1, c, hw * hw], np.int64))
+    flat = g.node("Reshape", [q, rows])
+    attn = g.node("Softmax", [g.node("MatMul", [g.node("Transpose", [flat], perm=[0, 2, 1]),
+                                                flat])], axis=-1)
+    out = g.node("Reshape", [g.node("MatMul", [g.node("Reshape", [v, rows]), attn]),
+                             g.const(np.array([1, c, hw, hw], np.int64))])
+    pe = g.conv(v, c, c, 3, group=c, weight="float", name="pe")
+    y = g.node("Relu", [g.conv(g.node("Add", [out, pe]), c, c, 1, weight="float", name="proj")])
+    for _ in range(4):
+        y = g.node("Relu", [g.conv(y, c, c, 3, weight="float")])
+    g.output(y)
+    return g
+
+
 def all_models() -> dict[str, GraphBuilder]:
     return {"resnet": resnet(), "yolo": yolo(), "mobilenet": mobilenet(),
             "transformer": transformer()}

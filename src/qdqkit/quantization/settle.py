@@ -16,8 +16,14 @@ model as it will be written (scales and FP16 remainder included):
    read the dropped one's INT8 output now needs a Reformat of its own, is judged unpaid in turn,
    and the drops cascade (a YOLO11 went from 82 to 25 of 101 convs INT8, and slower). The first
    round that makes the engine slower ends the search, and the best round is the result.
-4. At most ``ROUNDS`` predictions; each round is linear in the graph. Points only disappear, so
-   every remaining point has a calibrated scale.
+4. Then single standalone Qs: a region that pays as a whole can still hold a small layer
+   behind float math whose own Q costs more than it saves (YOLO11's positional-encoding conv,
+   read after its attention). For the costliest ``ENTRY_TRIALS`` standalone Qs
+   (``trt.placement.standalone_entries``), the layers reading one are kept float, the model is
+   placed again, and the change stays if the whole engine is predicted faster (rule 3's test).
+5. At most ``ROUNDS`` + ``ENTRY_TRIALS`` predictions; each is linear in the graph. Points only
+   disappear, so every remaining point has a calibrated scale (a trial that would need a new
+   one is skipped).
 """
 
 from __future__ import annotations
@@ -32,9 +38,10 @@ import onnx_ir as ir
 from qdqkit.core.errors import QdqkitError
 from qdqkit.passes.input_cast_qdq import QuantizeBeforeInputCast
 from qdqkit.passes.insert_qdq import ActivationQdq, InsertQdq, WeightQdq
-from qdqkit.trt.placement import Placement, unpaid_points
+from qdqkit.trt.placement import Entry, Placement, standalone_entries, unpaid_points
 
 ROUNDS = 4
+ENTRY_TRIALS = 8
 
 Planner = Callable[[ir.Model, Mapping[ir.Node, str]], Placement]
 
@@ -70,11 +77,15 @@ def settle(
     ``shapes`` are the input shapes the engine is judged at (the data's, for symbolic ones);
     without ``judge`` the first placement is kept whole."""
 
+    build = _Builder(proto, plan, scales, per_tensor_weights, fp16_ranges)
     model, placement, blocked = first
     # Nodes are named by position: every round parses ``proto`` again, in the same order.
     floats: dict[int, str] = {i: why for i, n in enumerate(model.graph) if (why := blocked.get(n))}
     rounds = 0
     best: Settled | None = None  # rule 3: the fastest round judged so far
+    best_floats: dict[int, str] = {}
+    best_index: dict[ir.Node, int] = {}  # positions in ``proto`` of the best model's nodes
+    entries: list[Entry] = []
     while True:
         rounds += 1
         nodes = list(model.graph)
@@ -91,23 +102,18 @@ def settle(
                               "exclude its reader with --exclude")
         fp32_nodes: dict[str, str] = {}
         if not uncalibrated:
-            _insert(model, placement, scales, per_tensor_weights)
-            if fp16_ranges is not None:
-                from qdqkit.passes.float16_remainder import Float16Remainder
-
-                remainder = Float16Remainder(fp16_ranges)
-                remainder(model)
-                fp32_nodes = remainder.kept_fp32
-            # A Q on the float16 copy of a float32 network input quantizes the input (B8, A2).
-            QuantizeBeforeInputCast()(model)
+            fp32_nodes = build.insert(model, placement)
             if not judge or target != "gpu":
                 break
-            unpaid, latency_ms = _judged(model, trt, shapes)
-            if best is not None and latency_ms >= best.latency_ms:
-                return best  # rule 3: this round's drops made the engine slower
-            best = Settled(model, placement, dict(blocked), fp32_nodes, rounds, latency_ms)
+            judged = _judged(model, trt, shapes)
+            if best is not None and judged.latency_ms >= best.latency_ms:
+                break  # rule 3: this round's drops made the engine slower
+            best = Settled(model, placement, dict(blocked), fp32_nodes, rounds,
+                           judged.latency_ms)
+            best_floats, best_index, entries = dict(floats), index, judged.entries
             if rounds >= ROUNDS:
                 break
+            unpaid = judged.unpaid
             added = 0
             for node, reason in unpaid.items():
                 if node in index and index[node] not in floats:
@@ -119,14 +125,80 @@ def settle(
         nodes = list(model.graph)
         blocked = {nodes[i]: why for i, why in floats.items()}
         placement = plan(model, blocked)
-    return best if best is not None else Settled(model, placement, dict(blocked), fp32_nodes,
-                                                 rounds)
+    if best is None:
+        return Settled(model, placement, dict(blocked), fp32_nodes, rounds)
+    return _single_entries(best, best_floats, best_index, entries, build, trt, shapes)
 
 
-def _judged(model: ir.Model, trt: str, shapes: Mapping[str, list[int]] | None
-            ) -> tuple[dict[ir.Node, str], float]:
-    """The nodes of ``model`` in INT8 regions that do not pay, each with the reason, and the
-    predicted latency of its whole engine in ms."""
+@dataclass(frozen=True)
+class _Builder:
+    """Places ``proto`` with given nodes kept float and inserts its Q/DQ (rule 1)."""
+
+    proto: onnx.ModelProto
+    plan: Planner
+    scales: Mapping[str, float]
+    per_tensor_weights: bool
+    fp16_ranges: Mapping[str, tuple[float, float]] | None
+
+    def __call__(self, floats: Mapping[int, str]
+                 ) -> tuple[ir.Model, Placement, dict[ir.Node, str], dict[str, str]] | None:
+        """The placed model, or None when it would need a scale nobody calibrated."""
+        model = ir.from_proto(self.proto)
+        nodes = list(model.graph)
+        blocked = {nodes[i]: why for i, why in floats.items()}
+        placement = self.plan(model, blocked)
+        if any((p.value.name or "") not in self.scales for p in placement.points):
+            return None
+        return model, placement, blocked, self.insert(model, placement)
+
+    def insert(self, model: ir.Model, placement: Placement) -> dict[str, str]:
+        """Rule 1 on ``model``; the nodes the FP16 remainder keeps FP32, with the reason."""
+        InsertQdq(
+            [ActivationQdq(p.value, self.scales[p.value.name or ""], p.readers)
+             for p in placement.points],
+            [WeightQdq(n, per_tensor=self.per_tensor_weights)
+             for n in placement.quantized_weighted],
+        )(model)
+        fp32_nodes: dict[str, str] = {}
+        if self.fp16_ranges is not None:
+            from qdqkit.passes.float16_remainder import Float16Remainder
+
+            remainder = Float16Remainder(self.fp16_ranges)
+            remainder(model)
+            fp32_nodes = remainder.kept_fp32
+        # A Q on the float16 copy of a float32 network input quantizes the input (B8, A2).
+        QuantizeBeforeInputCast()(model)
+        return fp32_nodes
+
+
+def _single_entries(best: Settled, floats: dict[int, str], index: Mapping[ir.Node, int],
+                    entries: list[Entry], build: _Builder, trt: str,
+                    shapes: Mapping[str, list[int]] | None) -> Settled:
+    """Rule 4: keep the readers of single standalone Qs float where the engine gains.
+    ``index`` gives the position in ``proto`` of each node ``entries`` name."""
+    for entry in entries[:ENTRY_TRIALS]:
+        added = {index[n]: entry.reason for n in entry.nodes if n in index and index[n] not in floats}
+        if not added:
+            continue
+        built = build({**floats, **added})
+        if built is None:
+            continue
+        judged = _judged(built[0], trt, shapes)
+        if judged.latency_ms < best.latency_ms:
+            floats = {**floats, **added}
+            best = Settled(*built, best.rounds + 1, judged.latency_ms)
+    return best
+
+
+@dataclass(frozen=True)
+class _Judged:
+    unpaid: dict[ir.Node, str]  # nodes of INT8 regions that do not pay, with the reason
+    entries: list[Entry]  # the standalone Qs, their readers as nodes of the judged model
+    latency_ms: float  # the whole engine's, predicted
+
+
+def _judged(model: ir.Model, trt: str, shapes: Mapping[str, list[int]] | None) -> _Judged:
+    """``model``'s engine predicted and judged (rules 2-4), its nodes named as ``model``'s."""
     from qdqkit.linting.latency import apply_shapes, float_build
     from qdqkit.trt.cost_model import estimate_latency
     from qdqkit.trt.predict import run_prediction
@@ -141,15 +213,9 @@ def _judged(model: ir.Model, trt: str, shapes: Mapping[str, list[int]] | None
     for region in unpaid_points(prediction, float_build(judged, trt)):
         for node in region.nodes:
             found.setdefault(same[node], region.reason)
-    return found, estimate_latency(prediction.engine).total_ms
+    entries = [Entry(e.name, tuple(same[n] for n in e.nodes), e.cost_ms)
+               for e in standalone_entries(prediction)]
+    return _Judged(found, entries, estimate_latency(prediction.engine).total_ms)
 
 
-def _insert(model: ir.Model, placement: Placement, scales: Mapping[str, float],
-            per_tensor_weights: bool) -> None:
-    InsertQdq(
-        [ActivationQdq(p.value, scales[p.value.name or ""], p.readers) for p in placement.points],
-        [WeightQdq(n, per_tensor=per_tensor_weights) for n in placement.quantized_weighted],
-    )(model)
-
-
-__all__ = ["ROUNDS", "Settled", "settle"]
+__all__ = ["ENTRY_TRIALS", "ROUNDS", "Settled", "settle"]

@@ -4,7 +4,9 @@ Runs last: it receives every other finding and reports only the predicted Q/DQ R
 them names, so each Reformat is explained once, by its most specific rule.
 
 Not reported: the Q in front of weighted ops that run INT8, read by nothing else, whose producer
-computes math INT8 cannot carry (Tanh, Erf, Exp...; C17), directly or through single-reader
+computes math INT8 cannot carry (Tanh, Erf, Exp...; C17), or holds a weighted op the model records
+as kept float on purpose (``core.kept_float``: ``quantize`` found its own Q would not pay),
+directly or through single-reader
 copies (Reshape, Transpose: TensorRT moves the Q back onto that math, B1, B3). The ops need that
 Q (D1) and nothing before it can absorb it, like a network input's (B8): the placement policy
 places it there on purpose, weighing the Reformat against the ops' INT8 (C15, C20, E1), so no
@@ -104,7 +106,7 @@ def _skip_at_chain_end(ctx: LintContext, dq: ir.Node) -> bool:
 
 def _weighted_input_after_float_math(ctx: LintContext, q: ir.Node) -> bool:
     """The exception of the module docstring (through a Pad in front of a conv too, C12)."""
-    from qdqkit.core.qdq import is_dequantize
+    from qdqkit.core.qdq import is_dequantize, node_label
     from qdqkit.trt.engine import Precision
     from qdqkit.trt.placement import precision_sensitive
     from qdqkit.trt.predict.ops import DATA_MOVEMENT
@@ -120,7 +122,8 @@ def _weighted_input_after_float_math(ctx: LintContext, q: ir.Node) -> bool:
             break
         producer = source.producer()
     block = ctx.prediction.block_of(producer) if producer is not None else None
-    if block is None or not any(precision_sensitive(facts, n) for n in block.nodes):
+    if block is None or not any(precision_sensitive(facts, n) or node_label(n) in ctx.kept_float
+                                for n in block.nodes):
         return False
     dqs = [u.node for u in q.outputs[0].uses()]
     if not dqs or not all(is_dequantize(dq) and not dq.outputs[0].is_graph_output() for dq in dqs):

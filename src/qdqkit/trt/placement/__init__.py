@@ -6,7 +6,7 @@ which points that cannot fuse pay for their Reformats in the predicted engine (`
 
 from __future__ import annotations
 
-from qdqkit.trt.placement.costs import Unpaid, unpaid_points
+from qdqkit.trt.placement.costs import Entry, Unpaid, standalone_entries, unpaid_points
 from qdqkit.trt.placement.policy import (
     Placement,
     QuantPoint,
@@ -16,5 +16,5 @@ from qdqkit.trt.placement.policy import (
     precision_sensitive,
 )
 
-__all__ = ["Placement", "QuantPoint", "Unpaid", "WeightedDecision", "matches", "plan_placement",
-           "precision_sensitive", "unpaid_points"]
+__all__ = ["Entry", "Placement", "QuantPoint", "Unpaid", "WeightedDecision", "matches",
+           "plan_placement", "precision_sensitive", "standalone_entries", "unpaid_points"]

@@ -12,6 +12,10 @@
    layers that all end in float is a loss, while one in front of a backbone is not.
 3. ``int8_saving`` and ``reformat_time`` answer the same question for one float layer, so lint
    can tell a weighted op kept float because INT8 would not pay from one simply left out.
+4. ``standalone_entries`` lists the Qs that enter INT8 as Reformats of their own (a network
+   input's excepted: some layer must quantize it) with the layers reading them: the candidates
+   for keeping just those layers float when their region as a whole pays (a small conv behind
+   float math in a large INT8 network), to be judged on the whole engine's latency.
 Fused Q/DQ cost nothing. Shapes are the model's (symbolic dimensions count as 1, as in lint).
 """
 
@@ -106,6 +110,49 @@ def unpaid_points(prediction: Prediction, fp16_engine: EngineGraph,
     return found
 
 
+@dataclass(frozen=True)
+class Entry:
+    """A standalone Q entering INT8 and the ONNX nodes of the INT8 layers that read it."""
+
+    name: str
+    nodes: tuple[ir.Node, ...]
+    cost_ms: float
+
+    @property
+    def reason(self) -> str:
+        return (f"not quantized: it would need the standalone Q '{self.name}' (a Reformat of "
+                f"{self.cost_ms * 1e3:.2f} us), and the engine is predicted faster with it "
+                "float (E1)")
+
+
+def standalone_entries(prediction: Prediction, gpu: Gpu | str = DEFAULT_GPU) -> list[Entry]:
+    """Rule 4: the standalone Qs of ``prediction``'s engine and their readers, costliest
+    first."""
+    device = find_gpu(gpu) if isinstance(gpu, str) else gpu
+    layers = prediction.engine.layers
+    network_inputs = {t.name for t in prediction.engine.inputs}
+    readers: dict[str, list[EngineLayer]] = {}
+    for layer in layers:
+        if not layer.is_reformat:
+            for tensor in layer.inputs:
+                if tensor.precision.is_quantized:
+                    readers.setdefault(tensor.name, []).append(layer)
+    nodes_of = _nodes_by_layer(prediction)
+    found = []
+    for layer in layers:
+        if not (layer.is_reformat and layer.origin == "QDQ" and layer.inputs and layer.outputs):
+            continue
+        source, result = layer.inputs[0], layer.outputs[0]
+        if (source.precision.is_quantized or not result.precision.is_quantized
+                or source.name in network_inputs):
+            continue
+        nodes = tuple(n for r in readers.get(result.name, ()) for n in nodes_of.get(id(r), ()))
+        if nodes:
+            found.append(Entry(layer.name, nodes, time_layer(layer, device).time_ms))
+    found.sort(key=lambda e: (-e.cost_ms, e.name))
+    return found
+
+
 def int8_saving(layer: EngineLayer, gpu: Gpu | str = DEFAULT_GPU) -> float:
     """What a float compute ``layer`` would save in INT8 (inputs and MACs INT8), in ms."""
     device = find_gpu(gpu) if isinstance(gpu, str) else gpu
@@ -148,4 +195,5 @@ def _nodes_by_layer(prediction: Prediction) -> dict[int, list[ir.Node]]:
     return found
 
 
-__all__ = ["Unpaid", "int8_saving", "reformat_time", "unpaid_points"]
+__all__ = ["Entry", "Unpaid", "int8_saving", "reformat_time", "standalone_entries",
+           "unpaid_points"]

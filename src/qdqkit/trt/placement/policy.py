@@ -561,8 +561,11 @@ def _int8_pointwise_blocks(facts: GraphFacts, blocked: Mapping[ir.Node, str],
     """Pointwise blocks (as TensorRT fuses them) that may run INT8, keyed by their last node.
 
     Left out, so they stay float: blocks with precision-sensitive math (exp, log, erf, roots,
-    powers, divisions by computed values: GELU, LayerNorm, softmax pieces; C17), and blocks with
-    an Add that reads a conv chain, which TensorRT would otherwise fuse (QDQ202; C3, C6).
+    powers, divisions by computed values: GELU, LayerNorm, softmax pieces; C17), blocks with
+    an Add that reads a conv chain, which TensorRT would otherwise fuse (QDQ202; C3, C6), and
+    blocks reading a tensor no INT8 layer writes (the output of float math, such as an
+    attention MatMul kept float, or a network input): in INT8 each such input would be a
+    standalone Q, where the block in float needs at most one, on its output.
     """
     sensitive = {b for b in blocks if any(precision_sensitive(facts, n) for n in b.nodes)}
     found: dict[ir.Node, Block] = {}
@@ -575,6 +578,10 @@ def _int8_pointwise_blocks(facts: GraphFacts, blocked: Mapping[ir.Node, str],
         feeders = {block_of.get(p) for n in block.nodes for v in facts.data_inputs(n)
                    if (p := v.producer()) is not None}
         if block in sensitive or feeders & sensitive:  # a GELU's tail is still GELU
+            continue
+        inside = set(block.nodes)
+        if any(v.producer() not in inside and not _int8_fed(facts, v)
+               for n in block.nodes for v in facts.data_inputs(n)):
             continue
         if any(is_add(n) and len(facts.data_inputs(n)) == 2
                and any(_conv_fed(facts, v) and len(list(v.uses())) == 1
