@@ -462,3 +462,24 @@ def test_dla_leaves_translate_no_fused_layer_to_pin_fp16() -> None:
     assert translation.fp16_nodes == [] and translation.unscaled_tensors == []
     assert "c2_out" not in {n.inputs[0].name for n in result.model.graph
                             if n.op_type == "QuantizeLinear"}  # the ReLU's input: derived
+
+
+@pytest.mark.parametrize("float_input", [False, True])
+def test_a_pointwise_layer_reading_float_math_stays_float(float_input: bool) -> None:
+    # Mul(a, b) read by an INT8 conv runs INT8 between INT8 convs (C8); with one input from
+    # float math (a Softmax) that input would need a standalone Q, so the Mul stays float and
+    # the conv after it takes the one Q.
+    from tests.quantization.float_models import GraphBuilder
+
+    g = GraphBuilder("gate", seed=5)
+    x = g.node("Relu", [g.conv(g.input("x", [1, 32, 16, 16]), 32, 32, weight="float", name="a")])
+    y = g.node("Relu", [g.conv(x, 32, 32, weight="float", name="b")])
+    other = g.node("Softmax", [x], axis=1) if float_input else \
+        g.node("Relu", [g.conv(x, 32, 32, weight="float", name="c")])
+    gated = g.node("Mul", [y, other], name="gate")
+    g.output(g.conv(gated, 32, 32, weight="float", name="after"))
+    placement = plan_placement(g.ir())
+    quantized = {p.value.name for p in placement.points}
+    assert ([n.name for n in placement.int8_ops] == ["gate"]) is not float_input
+    assert ("relu2_out" in quantized) is not float_input  # the Mul's INT8 input from conv b
+    assert "gate_out" in quantized  # the conv after it reads INT8 either way

@@ -18,7 +18,8 @@
    union of their data (B4, C10, C11). An averaging pool or linear Resize whose output is read in
    INT8 gets Q/DQ on its input (C9, C14), so it runs INT8 between INT8 layers; so does every
    input of a pointwise layer whose output is read in INT8 (C8), unless its math is precision-
-   sensitive or it holds an Add TensorRT would fuse into a conv.
+   sensitive, it holds an Add TensorRT would fuse into a conv, or it reads a tensor no INT8 layer
+   writes (float math, a network input: each would be a standalone Q, one on its output does).
 4. Network outputs are never quantized; LayerNorm, Softmax, GELU and everything after the last
    weighted op stay float because nothing asks for INT8 there (C16, C17).
 5. A weighted op reading the output of float math (Tanh, Erf...: C17) is still quantized (D1):
