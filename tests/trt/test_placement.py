@@ -483,3 +483,50 @@ def test_a_pointwise_layer_reading_float_math_stays_float(float_input: bool) -> 
     assert ([n.name for n in placement.int8_ops] == ["gate"]) is not float_input
     assert ("relu2_out" in quantized) is not float_input  # the Mul's INT8 input from conv b
     assert "gate_out" in quantized  # the conv after it reads INT8 either way
+
+
+def test_dla_gives_no_scale_where_only_float_layers_read_and_one_per_tensor() -> None:
+    # The SVTR recognizer on DLA: its token MatMuls, LayerNorms and Softmax fall back to the GPU
+    # or have no INT8 form. A scale on what only they read would be a Reformat after an INT8
+    # writer (QDQ205); a residual Add on DLA cannot fuse into a MatMul on the GPU, so its input
+    # needs its own scale; and a tensor's scale is read by all its readers, as the cache gives it.
+    from qdqkit.core.qdq import is_quantize
+    from qdqkit.linting import lint
+    from qdqkit.quantization import quantize
+    from tests.quantization.float_models import calibration_batches, svtr
+
+    builder = svtr()
+    model = quantize(builder.proto(), calibration_batches(builder, 2), target="dla").model
+    assert model is not None
+    codes = lint(model, trt="10", target="dla").codes()
+    assert not {"QDQ201", "QDQ202", "QDQ205", "QDQ302"} & set(codes)
+    assert codes.count("QDQ407") <= 1  # one group: two Qs behind a float LayerNorm's copies
+    for q in (n for n in model.graph if is_quantize(n)):
+        source = q.inputs[0]
+        assert source is not None
+        assert all(is_quantize(u.node) or u.node.op_type == "Shape" for u in source.uses()), \
+            source.name
+
+
+def test_dla_leaves_an_lstm_input_unscaled_and_quantizes_the_gemm_after_it() -> None:
+    # ddddocr's recognizer: a CNN into an LSTM (no INT8 form, GPU) into a Gemm.
+    from qdqkit.linting import lint
+    from qdqkit.quantization import quantize
+    from tests.quantization.float_models import GraphBuilder, calibration_batches
+
+    g = GraphBuilder("crnn", seed=2, opset=17)
+    y = g.node("Relu", [g.conv(g.input("x", [1, 16, 8, 32]), 16, 32, weight="float")])
+    y = g.node("MaxPool", [y], kernel_shape=[8, 1], strides=[8, 1])
+    seq = g.node("Transpose", [g.node("Squeeze", [y, g.const(np.array([2], np.int64))])],
+                 perm=[2, 0, 1], name="to_steps")
+    weights = [g.const(g.rng.normal(0, 0.1, shape).astype(np.float32))
+               for shape in ((1, 128, 32), (1, 128, 32), (1, 256))]
+    g.node("LSTM", [seq, *weights], name="lstm", outputs=3, hidden_size=32)
+    steps = g.node("Reshape", ["lstm_out0", g.const(np.array([32, 32], np.int64))])
+    g.output(g.gemm(steps, 32, 64, weight="float", out="logits"))
+    model = quantize(g.proto(), calibration_batches(g, 2), target="dla").model
+    assert model is not None
+    quantized = {n.inputs[0].name for n in model.graph if n.op_type == "QuantizeLinear"
+                 and n.inputs[0] is not None}
+    assert "to_steps_out" not in quantized  # only the LSTM reads it
+    assert not {"QDQ205", "QDQ407"} & set(lint(model, trt="10", target="dla").codes())

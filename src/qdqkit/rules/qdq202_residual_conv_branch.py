@@ -3,7 +3,8 @@
 An Add that does not fuse into a conv, whose input from a conv chain goes through Q/DQ: the conv
 writes INT8 and the Add runs as its own layer. A Q/DQ the Add shares with other readers of the
 conv output is not reported: that output is needed apart anyway (B7); nor is one behind a chain
-that ends in an activation, which keeps the Add apart with or without it (C6).
+that ends in an activation, which keeps the Add apart with or without it (C6); nor, on DLA, one
+behind a layer that falls back to the GPU (a MatMul of tokens), which an Add on DLA cannot join.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ fix: Fix | None = replace_by_placement
 
 def check(ctx: LintContext) -> Iterator[Finding]:
     from qdqkit.core.qdq import node_label
+    from qdqkit.trt.dla import dla_layer_kind
     from qdqkit.trt.predict.fusion import chain_root
     from qdqkit.trt.predict.ops import is_add
 
@@ -66,6 +68,8 @@ def check(ctx: LintContext) -> Iterator[Finding]:
             root = chain_root(facts, source, through_qdq=True) if source is not None else None
             if root is None or source is None or root[1]:
                 continue  # a chain ending in an activation keeps the Add apart anyway (C6)
+            if ctx.prediction.target == "dla" and not dla_layer_kind(root[0]):
+                continue  # its layer falls back to the GPU: the Add on DLA cannot join it (I7)
             layer = ctx.prediction.layer_of(node)
             yield ctx.finding(
                 "QDQ202", f"Add '{node_label(node)}': its conv-branch input (from "

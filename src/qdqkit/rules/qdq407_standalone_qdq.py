@@ -4,7 +4,8 @@ Runs last: it receives every other finding and reports only the predicted Q/DQ R
 them names, so each Reformat is explained once, by its most specific rule.
 
 Not reported: the Q in front of weighted ops that run INT8, read by nothing else, whose producer
-computes math INT8 cannot carry (Tanh, Erf, Exp...; C17), or holds a weighted op the model records
+computes math INT8 cannot carry (Tanh, Erf, Exp...; C17) or has no INT8 form at all (an LSTM,
+a Softmax: ``trt.placement.runs_float``), or holds a weighted op the model records
 as kept float on purpose (``core.kept_float``: ``quantize`` found its own Q would not pay),
 directly or through single-reader
 copies (Reshape, Transpose: TensorRT moves the Q back onto that math, B1, B3). The ops need that
@@ -108,7 +109,7 @@ def _weighted_input_after_float_math(ctx: LintContext, q: ir.Node) -> bool:
     """The exception of the module docstring (through a Pad in front of a conv too, C12)."""
     from qdqkit.core.qdq import is_dequantize, node_label
     from qdqkit.trt.engine import Precision
-    from qdqkit.trt.placement import precision_sensitive
+    from qdqkit.trt.placement import precision_sensitive, runs_float
     from qdqkit.trt.predict.ops import DATA_MOVEMENT
 
     facts = ctx.prediction.facts
@@ -122,7 +123,9 @@ def _weighted_input_after_float_math(ctx: LintContext, q: ir.Node) -> bool:
             break
         producer = source.producer()
     block = ctx.prediction.block_of(producer) if producer is not None else None
+    # A Cast is no math: a Q after one moves in front of it (B8, passes.input_cast_qdq).
     if block is None or not any(precision_sensitive(facts, n) or node_label(n) in ctx.kept_float
+                                or (runs_float(n) and n.op_type != "Cast")
                                 for n in block.nodes):
         return False
     dqs = [u.node for u in q.outputs[0].uses()]

@@ -16,6 +16,7 @@ import onnx_ir as ir
 
 from qdqkit.trt.engine import EngineGraph, EngineLayer, EngineTensor, LayerKind, Precision
 from qdqkit.trt.predict.fusion import GraphFacts
+from qdqkit.trt.predict.ops import layer_kind_of
 
 _DLA_KINDS = frozenset({
     LayerKind.CONVOLUTION, LayerKind.DECONVOLUTION, LayerKind.FULLY_CONNECTED, LayerKind.POOLING,
@@ -33,6 +34,12 @@ _DLA_POINTWISE_OPS = frozenset({
 def _ints(node: ir.Node, name: str) -> list[int]:
     attr = node.attributes.get(name)
     return list(attr.as_ints()) if attr is not None else []
+
+
+def dla_layer_kind(node: ir.Node) -> bool:
+    """Whether the layer ``node`` alone becomes is of a kind DLA runs (a MatMul of 3-D tokens
+    becomes a MatrixMultiply, which falls back to the GPU); shapes aside (``dla_blocker``)."""
+    return layer_kind_of(node) in _DLA_KINDS
 
 
 def dla_blocker(node: ir.Node, facts: GraphFacts) -> str | None:

@@ -14,7 +14,9 @@ from qdqkit.trt.placement.policy import (
     matches,
     plan_placement,
     precision_sensitive,
+    runs_float,
 )
 
 __all__ = ["Entry", "Placement", "QuantPoint", "Unpaid", "WeightedDecision", "matches",
-           "plan_placement", "precision_sensitive", "standalone_entries", "unpaid_points"]
+           "plan_placement", "precision_sensitive", "runs_float", "standalone_entries",
+           "unpaid_points"]

@@ -34,7 +34,11 @@ input and output share one scale there too, network outputs included (B4). Excep
 layers TensorRT has no INT8 form for (Softmax, normalizations, TopK, plugins) whose results reach
 only network outputs, directly or through copies, run float with any scales; a scale on their
 output would be a standalone Q and DQ (E1, E2), one on their input a Reformat after an INT8 writer
-(C4), so both stay float, as network outputs do on the GPU.
+(C4), so both stay float, as network outputs do on the GPU. The same holds mid-network: no
+scale where only such layers read (through copies and pointwise math), none on what they write
+unless a weighted op reads it (rule 5). A residual Add reading a layer that falls back to the GPU
+(a MatMul of tokens) gets its own scale there, as it cannot fuse across the boundary. And every
+scale is read by all readers of its tensor: the cache has one per tensor.
 """
 
 from __future__ import annotations
@@ -50,6 +54,7 @@ from qdqkit.core.constants import constant_array
 from qdqkit.core.macs import macs_of
 from qdqkit.core.qdq import FLOAT_TYPES, WEIGHTED_OPS, QdqView, node_label
 from qdqkit.core.shapes import ValueTypes, infer_value_types
+from qdqkit.trt.dla import dla_layer_kind
 from qdqkit.trt.placement.sizes import reads_softmax, too_small
 from qdqkit.trt.predict.fusion import (
     Block,
@@ -212,8 +217,10 @@ def plan_placement(
         all_readers = {use.node for use in value.uses()}
         covers_all = set(readers) == all_readers and not value.is_graph_output()
         chosen = None if covers_all else tuple(sorted(readers, key=lambda n: facts.order[n]))
-        if target == "dla" and value.is_graph_output() and set(readers) == all_readers:
-            chosen = None  # DLA: the network output carries a scale too
+        if target == "dla":
+            # The cache holds one scale per tensor: every reader reads it quantized (and a
+            # network output carries it too), so the Q/DQ model must quantize it for all.
+            chosen = None
         if chosen is None or chosen:
             points.append(QuantPoint(value, chosen, key))
         members.setdefault(key, {})[value] = None
@@ -325,29 +332,89 @@ def _everywhere(
     conv output given the Mul's scale, its Sigmoid 1/127: H7) would clip what the Q/DQ model
     keeps. A pointwise chain's inner tensors get one too: DLA runs each elementwise op as a
     layer of its own, which stays INT8 only with scales on both sides. The float tail
-    (``_float_tail``) gets none."""
+    (``_float_tail``) gets none, and neither do the inputs of a layer with no INT8 form (an LSTM,
+    a Softmax mid-network: a scale there is a Reformat after an INT8 writer, C4), nor of the
+    copies and pointwise math only such layers read (``_float_read``), nor what float
+    layers write (``_float_written``) unless a weighted op reads it, which takes its Q as on the
+    GPU (rule 5), or a residual Add fusing into an INT8 conv takes as its skip: a pointwise layer
+    reading it runs float, as each such input would otherwise be a standalone Q."""
     _, block_of = form_blocks(facts)
     tail = _float_tail(facts, quantized)
+    floated = _float_written(facts, blocked, quantized)
+    float_read = _float_read(facts)
     for node in facts.graph:
         if node in blocked or node.op_type in SHAPE_OPS or node in facts.folded_nodes:
             continue
-        if not is_default_domain(node):
+        if not is_default_domain(node) or runs_float(node) or node in float_read:
             continue
+        weighted = node in facts.weighted
+        residual = node in facts.residual_owners and facts.residual_owners[node][0] in quantized
+        if not weighted and not residual and _reads_float(node, facts, floated):
+            continue  # it runs float: scales on its inputs would be Reformats (C4, C8)
         for index, value in enumerate(node.inputs):
+            if weighted and index != facts.view.activation_index(node) and value in floated:
+                continue
             if node in facts.weighted and index == facts.view.weight_index(node):
                 continue
             if _float_data(facts, value) and value is not None and not _read_by(tail, value):
                 producer = value.producer()
                 block = block_of.get(producer) if producer is not None else None
                 inside = block is not None and block.weighted is not None and (
-                    block is block_of.get(node)) and _range_derived(value, block)
+                    block is block_of.get(node)) and _range_derived(value, block) and (
+                    dla_layer_kind(block.weighted))
                 if (producer is None or producer not in blocked) and not inside:
                     qreaders.setdefault(value, {})[node] = None
     for value in facts.graph.outputs:
         producer = value.producer()
-        if _float_data(facts, value) and (producer is None or (
+        if _float_data(facts, value) and value not in floated and (producer is None or (
                 producer not in blocked and producer not in tail)):
             qreaders.setdefault(value, {})
+
+
+def _reads_float(node: ir.Node, facts: GraphFacts, floated: AbstractSet[ir.Value]) -> bool:
+    """Whether ``node`` runs float for reading what float layers write: any input of pointwise
+    math or a copy, every input of a Concat (one INT8 input already makes it gather INT8, and
+    its float ones are then quantized: mixed, it would run float with a Reformat, C11)."""
+    data = facts.data_inputs(node)
+    if node.op_type == "Concat":
+        return bool(data) and all(v in floated for v in data)
+    return any(v in floated for v in data)
+
+
+def _float_read(facts: GraphFacts) -> set[ir.Node]:
+    """DLA: the copies and pointwise math whose results only float layers read (no INT8 form,
+    ``runs_float``), directly or through more of them: one backward pass. Scales on their
+    inputs would make them read INT8 and write float, a Reformat each (C4)."""
+    found: set[ir.Node] = set()
+    for node in reversed(list(facts.graph)):
+        if node in facts.weighted or runs_float(node) or not is_default_domain(node):
+            continue
+        if node.op_type not in POINTWISE and not is_commuting(node):
+            continue
+        readers = [use.node for out in node.outputs for use in out.uses()
+                   if use.node.op_type not in SHAPE_OPS]
+        if readers and not any(out.is_graph_output() for out in node.outputs) and all(
+                r in found or runs_float(r) for r in readers):
+            found.add(node)
+    return found
+
+
+def _float_written(facts: GraphFacts, blocked: Mapping[ir.Node, str],
+                   quantized: AbstractSet[ir.Node]) -> set[ir.Value]:
+    """DLA: the tensors float layers write (no INT8 form, plugins and other blocked nodes,
+    weighted ops left float), and what copies, pools and pointwise math carry on from them: one
+    forward pass in graph order."""
+    floated: set[ir.Value] = set()
+    for node in facts.graph:
+        if node.op_type in SHAPE_OPS or node in facts.folded_nodes:
+            continue
+        if node in facts.weighted:
+            float_layer = node not in quantized
+        else:
+            float_layer = node in blocked or runs_float(node) or _reads_float(node, facts, floated)
+        if float_layer:
+            floated.update(out for out in node.outputs if _float_data(facts, out))
+    return floated
 
 
 # Epilogue readers after which a conv output needs no range of its own on DLA: translate gives
@@ -375,7 +442,7 @@ def _range_derived(value: ir.Value, block: Block) -> bool:
 
 
 def _float_tail(facts: GraphFacts, quantized: AbstractSet[ir.Node]) -> set[ir.Node]:
-    """DLA: the layers with no INT8 form (``_runs_float``) whose results reach only network
+    """DLA: the layers with no INT8 form (``runs_float``) whose results reach only network
     outputs (or shape reads), with the copies between them and those outputs or in front of them:
     they run float whatever their scales. A Concat in front of them joins as a copy does: in INT8
     its inputs' scales would differ, each a requantizing Reformat before a float layer (C11). So
@@ -388,7 +455,7 @@ def _float_tail(facts: GraphFacts, quantized: AbstractSet[ir.Node]) -> set[ir.No
         gathers = node.op_type in DATA_MOVEMENT or (
             node.op_type == "Concat" and is_default_domain(node))
         pointwise = node.op_type in POINTWISE and is_default_domain(node)
-        float_layer = _runs_float(node) or (node in facts.weighted and node not in quantized)
+        float_layer = runs_float(node) or (node in facts.weighted and node not in quantized)
         if not float_layer and not gathers and not pointwise:
             continue
         readers = [use.node for out in node.outputs if out is not None for use in out.uses()
@@ -414,7 +481,7 @@ def _read_by(tail: AbstractSet[ir.Node], value: ir.Value) -> bool:
     return bool(readers) and all(reader in tail for reader in readers)
 
 
-def _runs_float(node: ir.Node) -> bool:
+def runs_float(node: ir.Node) -> bool:
     """A layer TensorRT has no INT8 form for: not weighted, pointwise, pooling, Concat, Resize
     or a copy (the layers the predictor may run INT8), or a plugin (C19)."""
     if is_plugin(node):
@@ -432,7 +499,7 @@ def _copied_from_float(facts: GraphFacts, node: ir.Node) -> bool:
     while current is not None and current.op_type in DATA_MOVEMENT and current.inputs:
         source = current.inputs[0]
         current = source.producer() if source is not None else None
-    return current is not None and _runs_float(current) and current not in facts.folded_nodes
+    return current is not None and runs_float(current) and current not in facts.folded_nodes
 
 
 def _copies_share_scales(
