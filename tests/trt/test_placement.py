@@ -530,3 +530,27 @@ def test_dla_leaves_an_lstm_input_unscaled_and_quantizes_the_gemm_after_it() -> 
                  and n.inputs[0] is not None}
     assert "to_steps_out" not in quantized  # only the LSTM reads it
     assert not {"QDQ205", "QDQ407"} & set(lint(model, trt="10", target="dla").codes())
+
+
+def test_dla_a_weighted_op_whose_weight_is_computed_is_still_an_int8_layer() -> None:
+    # Caffe2's stub models compute weights (ConstantOfShape), so the placement keeps such a conv
+    # out of its weight decisions (fix meets them as int8 weights behind DQs); on DLA it is
+    # still a layer with INT8 ranges, not a float layer: as one, a Concat of two such convs
+    # would run float and fix of onnxruntime's DenseNet left 58 Concats mixing (QDQ302).
+    import onnx
+
+    from tests.quantization.float_models import GraphBuilder
+
+    g = GraphBuilder("computed", seed=4)
+    x = g.node("Relu", [g.conv(g.input("x", [1, 8, 8, 8]), 8, 8, weight="float", name="c1")])
+    branches = []
+    for name in ("c2", "c3"):
+        ones = g.node("ConstantOfShape", [g.const(np.array([8, 8, 3, 3], np.int64))],
+                      value=onnx.numpy_helper.from_array(np.array([0.01], np.float32)))
+        branches.append(g.node("Conv", [x, ones], name=name, kernel_shape=[3, 3],
+                               pads=[1, 1, 1, 1]))
+    cat = g.node("Concat", branches, name="cat", axis=1)
+    g.output(g.conv(cat, 16, 8, weight="float", name="c4"))
+    placement = plan_placement(g.ir(), target="dla")
+    assert not next(d for d in placement.weighted if d.node.name == "c2").quantized
+    assert {"c2_out", "c3_out"} <= {p.value.name for p in placement.points}

@@ -402,14 +402,16 @@ def _float_read(facts: GraphFacts) -> set[ir.Node]:
 def _float_written(facts: GraphFacts, blocked: Mapping[ir.Node, str],
                    quantized: AbstractSet[ir.Node]) -> set[ir.Value]:
     """DLA: the tensors float layers write (no INT8 form, plugins and other blocked nodes,
-    weighted ops left float), and what copies, pools and pointwise math carry on from them: one
-    forward pass in graph order."""
+    excluded weighted ops included), and what copies, pools and pointwise math carry on from
+    them: one forward pass in graph order."""
     floated: set[ir.Value] = set()
     for node in facts.graph:
         if node.op_type in SHAPE_OPS or node in facts.folded_nodes:
             continue
         if node in facts.weighted:
-            float_layer = node not in quantized
+            # Only one kept float on purpose: one whose weight is not stored yet is still a
+            # weighted layer to ``fix`` (a Q/DQ model's int8 weight behind its DQ).
+            float_layer = node in blocked
         else:
             float_layer = node in blocked or runs_float(node) or _reads_float(node, facts, floated)
         if float_layer:
