@@ -100,3 +100,26 @@ def test_the_dla_output_translates_with_the_printed_line_and_verifies_exactly(
              and n.inputs[0].producer() is not None
              and n.inputs[0].producer().op_type in ("Conv", "Sigmoid")]
     assert inner, "the SiLU's inner tensors carry their own ranges"
+
+
+def test_a_dla_output_whose_if_body_reads_the_input_verifies_exactly(tmp_path: Path) -> None:
+    # openwakeword's wake-word models run a verifier network inside an If that reads the network
+    # input. The engine takes the input in float and the body's layers carry no cached scale, so
+    # the DLA placement quantizes the input for the main graph only, as verify emulates it.
+    from qdqkit.examples.graph import GraphBuilder
+
+    g = GraphBuilder("gated", seed=2, opset=17)
+    x = g.input("x", [1, 16, 8, 8])
+    g.output(g.node("Relu", [g.conv(x, 16, 16, weight="float")]))
+    body = onnx.helper.make_graph(
+        [onnx.helper.make_node("Mul", [x, g.const(np.float32(3.0))], ["tripled"])], "then", [],
+        [onnx.helper.make_tensor_value_info("tripled", onnx.TensorProto.FLOAT, None)])
+    other = onnx.helper.make_graph(
+        [onnx.helper.make_node("Neg", [x], ["negated"])], "else", [],
+        [onnx.helper.make_tensor_value_info("negated", onnx.TensorProto.FLOAT, None)])
+    g.output(g.node("If", [g.constant(np.array(True))], then_branch=body, else_branch=other))
+    out = tmp_path / "gated.onnx"
+    quantize(g.proto(), calibration_batches(g, 2), output=out, trt="10", target="dla")
+    translate(out, tmp_path / "bundle")
+    check = verify(out, tmp_path / "bundle", samples=2)
+    assert [c.snr_db for c in check.outputs] == [math.inf] * 2, check.outputs

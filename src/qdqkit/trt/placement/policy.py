@@ -219,8 +219,12 @@ def plan_placement(
         chosen = None if covers_all else tuple(sorted(readers, key=lambda n: facts.order[n]))
         if target == "dla":
             # The cache holds one scale per tensor: every reader reads it quantized (and a
-            # network output carries it too), so the Q/DQ model must quantize it for all.
-            chosen = None
+            # network output carries it too), so the Q/DQ model must quantize it for all;
+            # but an If/Loop body reads a network input as given (the engine takes it in
+            # float), as ``verify`` emulates it.
+            main = [n for n in all_readers if n.graph is facts.graph]
+            chosen = None if not value.is_graph_input() or len(main) == len(all_readers) else \
+                tuple(sorted(main, key=lambda n: facts.order[n]))
         if chosen is None or chosen:
             points.append(QuantPoint(value, chosen, key))
         members.setdefault(key, {})[value] = None
