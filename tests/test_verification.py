@@ -214,14 +214,7 @@ def test_an_if_body_reads_a_network_input_as_given(tmp_path: Path) -> None:
     x = g.input("x", [1, 3, 8, 8])
     y = g.conv(g.qdq(x, 0.02, name="x"), 3, 8, weight="dq-only", name="c1")
     g.output(g.qdq(y, 0.05, name="c1"))
-    branch = onnx.helper.make_graph(
-        [onnx.helper.make_node("Mul", [x, g.const(np.float32(3.0))], ["tripled"])], "then", [],
-        [onnx.helper.make_tensor_value_info("tripled", onnx.TensorProto.FLOAT, None)])
-    other = onnx.helper.make_graph(
-        [onnx.helper.make_node("Neg", [x], ["negated"])], "else", [],
-        [onnx.helper.make_tensor_value_info("negated", onnx.TensorProto.FLOAT, None)])
-    flag = g.constant(np.array(True))
-    g.output(g.node("If", [flag], name="branch", then_branch=branch, else_branch=other))
+    g.output(g.branch_reading(x))
     source = g.save(tmp_path / "m.onnx")
     translate(source, tmp_path / "out")
     result = verify(source, tmp_path / "out", samples=2)

@@ -111,13 +111,7 @@ def test_a_dla_output_whose_if_body_reads_the_input_verifies_exactly(tmp_path: P
     g = GraphBuilder("gated", seed=2, opset=17)
     x = g.input("x", [1, 16, 8, 8])
     g.output(g.node("Relu", [g.conv(x, 16, 16, weight="float")]))
-    body = onnx.helper.make_graph(
-        [onnx.helper.make_node("Mul", [x, g.const(np.float32(3.0))], ["tripled"])], "then", [],
-        [onnx.helper.make_tensor_value_info("tripled", onnx.TensorProto.FLOAT, None)])
-    other = onnx.helper.make_graph(
-        [onnx.helper.make_node("Neg", [x], ["negated"])], "else", [],
-        [onnx.helper.make_tensor_value_info("negated", onnx.TensorProto.FLOAT, None)])
-    g.output(g.node("If", [g.constant(np.array(True))], then_branch=body, else_branch=other))
+    g.output(g.branch_reading(x))
     out = tmp_path / "gated.onnx"
     quantize(g.proto(), calibration_batches(g, 2), output=out, trt="10", target="dla")
     translate(out, tmp_path / "bundle")

@@ -240,6 +240,19 @@ class GraphBuilder:
         y = self.node("Add", [y, skip], name=f"{name}.add")
         return self.node("Relu", [y], name=f"{name}.relu2")
 
+    def branch_reading(self, x: str, *, name: str | None = None) -> str:
+        """An If whose two bodies read ``x`` from the enclosing graph (3x, -x), taken on a
+        constant True: a network that runs a second network only on some inputs."""
+        name = name or self.fresh("branch")
+        bodies = {}
+        for body, op, extra in (("then_branch", "Mul", [self.const(np.float32(3.0))]),
+                                ("else_branch", "Neg", [])):
+            out = f"{name}_{body}_out"
+            bodies[body] = helper.make_graph(
+                [helper.make_node(op, [x, *extra], [out])], f"{name}_{body}", [],
+                [helper.make_tensor_value_info(out, onnx.TensorProto.FLOAT, None)])
+        return self.node("If", [self.constant(np.array(True))], name=name, **bodies)
+
     # ---------------------------------------------------------------- results
     def graph(self) -> onnx.GraphProto:
         """The graph alone, e.g. as the body of an ``If`` or ``Loop`` node."""
