@@ -16,6 +16,7 @@ from qdqkit.examples.graph import GraphBuilder, run_model
 from qdqkit.examples.resnet import resnet18_qdq
 from qdqkit.fixing import fix
 from qdqkit.linting import lint
+from qdqkit.quantization import quantize
 from tests.fixing import producers
 
 BUILT: dict[str, Callable[[], ir.Model]] = {
@@ -325,3 +326,19 @@ def test_a_standalone_q_that_does_not_pay_is_settled_float_as_quantize_would() -
     assert "QDQ407" not in relinted.codes() and "QDQ102" not in relinted.codes()
     feeds = [_feeds(model, seed) for seed in range(2)]
     assert _snr(model, fixed, feeds) >= 30.0
+
+
+def test_a_standalone_q_in_a_region_that_pays_is_weighed_alone() -> None:
+    # YOLO11's attention block placed whole (quantize --keep-unpaid): the positional-encoding
+    # conv's Q stands alone behind the float attention. Its region pays as a whole, so only the
+    # single-Q judgement sees the engine gains with that conv float, as quantize decides it.
+    from tests.quantization.float_models import calibration_batches, psa
+
+    builder = psa()
+    placed = quantize(builder.proto(), calibration_batches(builder, 2), trt="11",
+                      keep_unpaid=True).model
+    assert placed is not None and "QDQ407" in lint(placed, trt="11").codes()
+    result = fix(placed, trt="11")
+    assert result.model is not None and result.exit_code == 0
+    assert list(result.unpaid_float) == ["pe"] and "predicted faster" in result.unpaid_float["pe"]
+    assert "QDQ407" not in lint(result.model, trt="11").codes()

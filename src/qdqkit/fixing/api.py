@@ -14,7 +14,9 @@
    Reformats (``trt.placement.unpaid_points``, the judge ``quantize`` applies; GPU only) is
    settled as ``quantize`` settles it: the region's nodes read float (``KeepNodesFloat``), the
    decision is recorded in the model for ``lint`` (``core.kept_float``), and the rounds run once
-   more without them.
+   more without them, but only if the whole engine is predicted faster so (a dropped region
+   strands its neighbours behind new Reformats). Otherwise a left standalone Q is weighed alone,
+   as ``quantize`` weighs it: its readers are kept float if the engine is predicted faster so.
 5. The caller's model and file are never changed; ``dry_run`` writes nothing; the output is written
    atomically and is byte-deterministic.
 """
@@ -177,6 +179,9 @@ def _fix(
                          "--shapes (or --calib data) to weigh Reformats against INT8 savings")
             break
         region_nodes = _unpaid_regions(timed, trt, left)
+        if region_nodes and not _faster_float(timed, trt, region_nodes):
+            region_nodes = {}  # the drop would strand its neighbours: the engine gets slower
+        region_nodes = region_nodes or _unpaid_entry(timed, trt, left)
         if not region_nodes:
             break
         _, changes = _keep_float(working, sorted(region_nodes), where)
@@ -278,6 +283,38 @@ def _unpaid_regions(model: ir.Model, trt: str, left: list[Finding]
                 if not is_qdq(node):
                     found.setdefault(node_label(node), (node.op_type, region.reason))
     return found
+
+
+def _unpaid_entry(model: ir.Model, trt: str, left: list[Finding]
+                  ) -> dict[str, tuple[str, str]]:
+    """Rule 4 for one standalone Q a finding in ``left`` names: its readers, when keeping them
+    float makes the whole engine predicted faster (``quantization.settle`` rule 4)."""
+    from qdqkit.trt.cost_model import estimate_latency
+    from qdqkit.trt.placement import standalone_entries
+
+    prediction = run_prediction(model, trt=trt)
+    named = {node for finding in left for node in finding.nodes}
+    nodes_of = {layer.name: layer.onnx_nodes for layer in prediction.engine.layers
+                if layer.is_reformat}
+    for entry in standalone_entries(prediction):
+        if not named.intersection(nodes_of.get(entry.name, ())):
+            continue
+        found = {node_label(n): (n.op_type, entry.reason) for n in entry.nodes}
+        if _faster_float(model, trt, found, estimate_latency(prediction.engine).total_ms):
+            return found
+    return {}
+
+
+def _faster_float(model: ir.Model, trt: str, nodes: Mapping[str, object],
+                  base_ms: float | None = None) -> bool:
+    """Whether ``model`` with ``nodes`` reading float is predicted faster than as it is."""
+    from qdqkit.trt.cost_model import estimate_latency
+
+    if base_ms is None:
+        base_ms = estimate_latency(run_prediction(model, trt=trt).engine).total_ms
+    trial = model.clone()
+    KeepNodesFloat(sorted(nodes))(trial)
+    return estimate_latency(run_prediction(trial, trt=trt).engine).total_ms < base_ms
 
 
 def _external(model: ir.Model) -> bool:
