@@ -111,8 +111,12 @@ def main() -> None:
     parser.add_argument("--cache", type=Path, default=DEFAULT_CACHE)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
+    names = [name for name in args.models.split(",") if name]
+    unknown = [name for name in names if name not in TASKS]
+    if unknown:
+        parser.error(f"unknown model '{unknown[0]}': use {', '.join(TASKS)}")
     rows: list[dict[str, Any]] = []
-    for name in args.models.split(","):
+    for name in names:
         task = build(name, args.cache, args.calib, args.eval)
         with tempfile.TemporaryDirectory() as folder:
             result = evaluate(task, Path(folder), args.method, args.ort_method)
