@@ -65,6 +65,39 @@ def test_runner_executes_qdq_model_as_the_spec_says() -> None:
     np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("layout", [False, True])
+def test_optimized_sessions_keep_both_roundings_of_back_to_back_qdq_pairs(layout: bool) -> None:
+    """x -> Q/DQ(0.1) -> Identity -> Q/DQ(0.07): two roundings, as the spec and TensorRT's
+    requantization do. onnxruntime's DoubleQDQPairsRemover would merge the pairs once Identity
+    elimination joins them, and it is not turned off by ``session.disable_quant_qdq``."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    scales = {"a": np.float32(0.1), "b": np.float32(0.07)}
+    nodes, inits, x = [], [], "x"
+    for tag, scale in scales.items():
+        inits += [numpy_helper.from_array(np.array(scale), f"{tag}_s"),
+                  numpy_helper.from_array(np.array(0, np.int8), f"{tag}_z")]
+        nodes += [helper.make_node("QuantizeLinear", [x, f"{tag}_s", f"{tag}_z"], [f"{tag}_q"]),
+                  helper.make_node("DequantizeLinear", [f"{tag}_q", f"{tag}_s", f"{tag}_z"],
+                                   [f"{tag}_dq"])]
+        x = f"{tag}_dq"
+        if tag == "a":
+            nodes.append(helper.make_node("Identity", [x], ["copy"]))
+            x = "copy"
+    graph = helper.make_graph(
+        nodes, "double_qdq", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [64])],
+        [helper.make_tensor_value_info(x, TensorProto.FLOAT, [64])], inits)
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    session = make_session(proto.SerializeToString(), optimize=True, layout=layout)
+    values = np.linspace(-3, 3, 64, dtype=np.float32)
+    expected = values
+    for scale in scales.values():
+        expected = np.clip(np.rint(expected / scale), -128, 127).astype(np.float32) * scale
+    single = np.clip(np.rint(values / scales["b"]), -128, 127).astype(np.float32) * scales["b"]
+    assert not np.array_equal(expected, single)  # the case tells the two apart
+    np.testing.assert_array_equal(run(session, {"x": values})[x], expected)
+
+
 def test_random_feeds_are_seeded() -> None:
     session = make_session(ir.serde.deserialize_model(qdq_conv_model()))
     a = random_feeds(input_specs(session), seed=7)["x"]
