@@ -69,6 +69,25 @@ def test_refuses_empty_or_truncated_model_files(tmp_path: Path, cut: int) -> Non
     assert str(path) in str(info.value) and "\n" not in str(info.value)
 
 
+@pytest.mark.parametrize("lazy_weights", [False, True])
+def test_a_tensor_defined_twice_is_named_with_both_definitions(
+    tmp_path: Path, lazy_weights: bool
+) -> None:
+    # onnxruntime's quantizer has written such files: an initializer named like a node output.
+    model = qdq_conv_model()
+    conv = next(n for n in model.graph.node if n.op_type == "Conv")
+    clash = onnx.numpy_helper.from_array(np.zeros(1, np.float32), conv.output[0])
+    model.graph.initializer.append(clash)
+    path = tmp_path / "twice.onnx"
+    path.write_bytes(model.SerializeToString())
+    with pytest.raises(ModelLoadError) as info:
+        load_model(path, lazy_weights=lazy_weights)
+    message = str(info.value)
+    assert message.startswith(f"{path}: tensor '{conv.output[0]}' is defined twice, by an "
+                              f"initializer and by node '{conv.name}'")
+    assert "\n" not in message
+
+
 def test_refuses_missing_file_and_folder(tmp_path: Path) -> None:
     with pytest.raises(ModelLoadError, match="no such file"):
         load_model(tmp_path / "nope.onnx")

@@ -67,6 +67,9 @@ def load_model(
     except ModelLoadError:
         raise
     except (DecodeError, ValueError, RuntimeError, OSError) as exc:
+        twice = _defined_twice(model_path) if not isinstance(exc, DecodeError) else None
+        if twice is not None:
+            raise ModelLoadError(f"{model_path}: {twice}") from None
         raise ModelLoadError(
             f"{model_path}: not a readable ONNX model (truncated, corrupt or another format): "
             f"{_first_line(exc)}"
@@ -96,6 +99,29 @@ def _load_whole(
         check(proto, data if (fmt or "protobuf") == "protobuf" else None)
     del data  # not held while the graph is built
     return ir.serde.deserialize_model(proto)
+
+
+def _defined_twice(model_path: Path) -> str | None:
+    """What breaks ONNX's one-definition-per-name rule in the main graph, if anything: a file
+    that parses but names a tensor twice (an initializer and a node output, or two node outputs;
+    some quantizers write such files) cannot become a graph, and the reason is worth saying."""
+    try:
+        graph = onnx.load(model_path, load_external_data=False).graph
+    except Exception:  # unreadable after all: the caller's own message stands
+        return None
+    defined: dict[str, str] = {v.name: "a graph input" for v in graph.input}
+    defined.update((t.name, "an initializer") for t in graph.initializer)
+    for index, node in enumerate(graph.node):
+        label = f"node '{node.name}'" if node.name else f"the {node.op_type} node #{index}"
+        for name in node.output:
+            if not name:
+                continue
+            if name in defined:
+                return (f"tensor '{name}' is defined twice, by {defined[name]} and by {label}; "
+                        "ONNX allows one definition per name: rename one of them where the model "
+                        "is made")
+            defined[name] = label
+    return None
 
 
 def _first_line(exc: BaseException) -> str:
