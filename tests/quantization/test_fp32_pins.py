@@ -93,3 +93,27 @@ def test_high_precision_fp32_builds_without_fp16() -> None:
     assert result.trtexec == "trtexec --onnx=model_int8.onnx --int8"
     assert result.fp32_nodes == {}
     assert result.options["high_precision"] == "fp32"
+
+
+def test_a_model_left_without_qdq_builds_without_int8_on_every_target() -> None:
+    # Convs of 4 channels: no INT8 kernel beats FP16 (C20), so nothing is quantized. trtexec's
+    # --int8 with neither Q/DQ nor a calibration cache would run INT8 on placeholder scales.
+    g = GraphBuilder("thin", seed=2)
+    x = g.input("x", [1, 4, 8, 8])
+    y = g.conv(x, 4, 4, weight="float", name="c1")
+    g.conv(y, 4, 4, weight="float", name="c2")
+    g.output(g.nodes[-1].output[0], [1, 4, 8, 8])
+    data = calibration_batches(g, 2)
+    lines = {}
+    for trt, target in (("10", "gpu"), ("11", "gpu"), ("10", "dla")):
+        # DLA runs these convs INT8 (C20 is a GPU rule): there the user kept them float.
+        exclude = ["Conv"] if target == "dla" else []
+        result = quantize(g.proto(), data, trt=trt, target=target, method="max",
+                          exclude=exclude)
+        assert result.int8_ops == [] and not result.tensors
+        assert any(w.startswith("nothing was quantized") for w in result.warnings)
+        lines[trt, target] = result.trtexec
+    assert lines["10", "gpu"] == "trtexec --onnx=model_int8.onnx --fp16"
+    assert lines["11", "gpu"] == "trtexec --onnx=model_int8.onnx"
+    assert lines["10", "dla"] == ("trtexec --onnx=model_int8.onnx --fp16 --useDLACore=0 "
+                                  "--allowGPUFallback")

@@ -186,6 +186,10 @@ def quantize(
     if pin:
         fp32_nodes = pins.reasons
     kept = set(placement.observed_tensors())
+    if not placement.points:
+        warnings.append("nothing was quantized: no INT8 layer pays for itself in this model (see "
+                        "why each weighted op stayed float); the output has no Q/DQ and builds "
+                        "without --int8")
     if calibration_data.is_random:
         warnings.append("calibrated on random data: the scales are meaningless for accuracy; "
                         "calibrate on real samples before deploying")
@@ -232,7 +236,8 @@ def quantize(
         fp32_nodes=fp32_nodes, engine=linted.summary, lint_errors=linted.errors,
         lint_warnings=lint_warnings,
         trtexec=trtexec_line(out_path or Path("model_int8.onnx"), trt, target,
-                             high_precision=high_precision, pins=pins),
+                             high_precision=high_precision, pins=pins,
+                             int8=bool(placement.points)),
         seconds=0.0, warnings=warnings, model=quantized,
     )
     if out_path is not None:
@@ -271,9 +276,15 @@ def report_path(output: Path) -> Path:
 
 
 def trtexec_line(output: Path, trt: str, target: str, *, high_precision: str = "fp16",
-                 pins: Fp32Pins | None = None) -> str:
+                 pins: Fp32Pins | None = None, int8: bool = True) -> str:
     """The build line: TensorRT 11 takes the model's own types; TensorRT <= 10 builds
-    ``--int8`` plus ``--fp16`` for an FP16 remainder, with the FP32 pins (``fp32_pins``)."""
+    ``--int8`` plus ``--fp16`` for an FP16 remainder, with the FP32 pins (``fp32_pins``).
+
+    A model with no Q/DQ (``int8`` False) builds without ``--int8``: given no calibration
+    cache and no Q/DQ, trtexec's ``--int8`` runs every layer it can in INT8 on placeholder
+    scales, and ``translate`` has no scale to turn into a cache."""
+    if target == "dla" and not int8:
+        return (f"trtexec --onnx={output} --fp16 --useDLACore=0 --allowGPUFallback")
     if target == "dla":
         folder = output.with_name(output.stem + "_dla")
         base = folder / output.stem
@@ -283,7 +294,7 @@ def trtexec_line(output: Path, trt: str, target: str, *, high_precision: str = "
                 f"--layerPrecisions=$(cat {base}_precision_config_layer_arg.txt)")
     if trt == "11":
         return f"trtexec --onnx={output}"
-    flags = ["--int8"]
+    flags = ["--int8"] if int8 else []
     if high_precision == "fp16":
         flags += ["--fp16", *(pins.flags() if pins is not None else [])]
     return " ".join([f"trtexec --onnx={output}", *flags])
