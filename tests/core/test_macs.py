@@ -36,3 +36,22 @@ def test_lstm_gru_and_rnn_count_every_step_gate_and_direction() -> None:
     assert _macs(_recurrent("LSTM", 4, layout=0, directions=2)) == 5 * 2 * 2 * 4 * 4 * 7
     assert _macs(_recurrent("GRU", 3, layout=1, directions=1)) == 5 * 2 * 1 * 3 * 4 * 7
     assert _macs(_recurrent("RNN", 1, layout=0, directions=1)) == 5 * 2 * 1 * 1 * 4 * 7
+
+
+
+def _matmul_macs(shape: list[int | str]) -> int | None:
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["a", "w"], ["y"], name="mm")], "g",
+        [helper.make_tensor_value_info("a", TensorProto.FLOAT, shape)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(np.zeros((120, 16), np.float32), "w")])
+    model = ir.from_proto(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)]))
+    return macs_of(next(iter(model.graph)), shape_of=infer_value_types(model).shape_of)
+
+
+def test_a_dimension_inference_made_up_counts_as_a_batch_only_in_front() -> None:
+    """MatMul [b, 40, 120] x [120, 16]: 40 x 120 x 16 per sample, whatever b is. A size ONNX
+    inference could not know (``unk__N``) anywhere else leaves the layer unsized."""
+    assert _matmul_macs(["unk__0", 40, 120]) == 40 * 120 * 16
+    assert _matmul_macs(["batch", 40, 120]) == 40 * 120 * 16
+    assert _matmul_macs([1, "unk__3", 120]) is None

@@ -61,3 +61,29 @@ def test_stored_shapes_that_contradict_the_ops_are_inferred_afresh() -> None:
     assert tuple(types.shape_of(conv.outputs[0]) or ()) == (1, 4, 6, 6)
     assert tuple(types.shape_of(relu.outputs[0]) or ()) == (1, 3, 8, 8)
     assert ir.serde.serialize_model(model).SerializeToString() == before
+
+
+def test_a_reshape_to_a_computed_shape_is_sized_at_opset_13() -> None:
+    """Shape -> Slice -> Concat -> Reshape, as Paddle and traced PyTorch exports write it, then a
+    conv on the result: ONNX's Reshape-13 inference ignores the computed shape, so the conv's
+    input must not end unsized. Truth: the shapes onnxruntime gives when it runs the model."""
+    import numpy as np
+    import onnxruntime as ort
+
+    g = GraphBuilder("computed_reshape", opset=13)
+    x = g.input("x", [1, 8, 4, 6])
+    dims = g.node("Shape", [x], name="shape")
+    head = g.node("Slice", [dims, g.const(np.array([0])), g.const(np.array([2])),
+                            g.const(np.array([0]))], name="head")
+    target = g.node("Concat", [head, g.const(np.array([2, -1]))], name="target", axis=0)
+    folded = g.node("Reshape", [x, target], name="fold")
+    y = g.conv(g.qdq(folded), 8, 16, name="conv")
+    g.output(y)
+    model = g.ir()
+    conv = next(node for node in model.graph if node.name == "conv")
+    session = ort.InferenceSession(g.proto().SerializeToString(),
+                                   providers=["CPUExecutionProvider"])
+    ran = session.run(None, {"x": np.zeros((1, 8, 4, 6), np.float32)})[0]
+    types = infer_value_types(model)
+    assert types.shape_of(conv.inputs[0]) == ir.Shape([1, 8, 2, 12])
+    assert types.shape_of(conv.outputs[0]) == ir.Shape(list(ran.shape))

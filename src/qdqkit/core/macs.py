@@ -1,7 +1,10 @@
 """Multiply-accumulate counts of weighted ops, from inferred shapes.
 
 Symbolic dimensions (a dynamic batch) count as 1, so the figures are per sample; what matters for
-"share of MACs in INT8" is the ratio, which does not depend on the batch.
+"share of MACs in INT8" is the ratio, which does not depend on the batch. A dimension ONNX
+inference made up (``unk__N``: the size a Reshape to a run-time shape gives, for one) names
+nothing the model declares: first, it is taken for a batch like any symbolic one; anywhere else
+(a channel or spatial size), the layer is left unsized rather than counted as 1.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import onnx_ir as ir
 from qdqkit.core.errors import QdqkitError
 
 ShapeOf = Callable[[ir.Value], "ir.Shape | None"]
+_INFERENCE_PLACEHOLDER = "unk__"  # how ONNX shape inference names a dimension it cannot know
 
 
 def _stored_shape(value: ir.Value) -> ir.Shape | None:
@@ -23,6 +27,9 @@ def _stored_shape(value: ir.Value) -> ir.Shape | None:
 def _dims(value: ir.Value | None, shape_of: ShapeOf = _stored_shape) -> list[int] | None:
     shape = shape_of(value) if value is not None else None
     if shape is None:
+        return None
+    if any(not isinstance(d, int) and str(d).startswith(_INFERENCE_PLACEHOLDER)
+           for d in list(shape)[1:]):
         return None
     return [d if isinstance(d, int) and d > 0 else 1 for d in shape]
 

@@ -24,6 +24,12 @@ import onnx_ir as ir
 from qdqkit.core.qdq import WEIGHTED_OPS
 
 _KEEP_INITIALIZER_ELEMENTS = 64  # shape tensors and scalars keep their values (data propagation)
+# ONNX's Reshape-13 shape inference ignores a shape its input computes (Shape -> Slice -> Concat,
+# as Paddle and traced PyTorch exports write it); Reshape-14 reads it. Nothing else between
+# opsets 13 and 14 changes an output's shape (14 adds types, Reshape's allowzero defaulting to
+# the old behaviour, and layouts defaulting to the old one), so an opset-13 graph is inferred as
+# opset 14; if that fails, as written.
+_RESHAPE_WITHOUT_DATA = 13
 # From this IR version on a function proto carries its own value types (as onnx-ir writes them).
 _FUNCTION_VALUE_INFO_IR_VERSION = 10
 
@@ -145,9 +151,11 @@ def _write_graph(proto: onnx.GraphProto, graph: ir.Graph, *, stored_shapes: bool
             output.type.tensor_type.ClearField("shape")
 
 
-def _inference_bytes(model: ir.Model, *, stored_shapes: bool) -> bytes:
+def _inference_bytes(model: ir.Model, *, stored_shapes: bool, reshape_14: bool = False) -> bytes:
     proto = onnx.ModelProto(ir_version=model.ir_version)
     for domain, version in model.opset_imports.items():
+        if reshape_14 and domain in ("", "ai.onnx") and version == _RESHAPE_WITHOUT_DATA:
+            version += 1
         proto.opset_import.add(domain=domain, version=version)
     _write_graph(proto.graph, model.graph, stored_shapes=stored_shapes)
     for function in model.functions.values():
@@ -193,13 +201,19 @@ def fill_value_types(model: ir.Model) -> None:
 
 
 def _infer(model: ir.Model, values: list[ir.Value], *, stored_shapes: bool) -> ValueTypes:
-    try:
-        # Not strict: a custom-domain plugin op must not cost the shapes of everything else.
-        # Bytes in, so the proto written for it is gone before inference makes its own copy.
-        inferred = onnx.shape_inference.infer_shapes(
-            _inference_bytes(model, stored_shapes=stored_shapes), strict_mode=False,
-            data_prop=True)
-    except Exception:  # a malformed graph: no shapes beyond the stored ones
+    default = model.opset_imports.get("", model.opset_imports.get("ai.onnx"))
+    attempts = (True, False) if default == _RESHAPE_WITHOUT_DATA else (False,)
+    for reshape_14 in attempts:
+        try:
+            # Not strict: a custom-domain plugin op must not cost the shapes of everything else.
+            # Bytes in, so the proto written for it is gone before inference makes its own copy.
+            inferred = onnx.shape_inference.infer_shapes(
+                _inference_bytes(model, stored_shapes=stored_shapes, reshape_14=reshape_14),
+                strict_mode=False, data_prop=True)
+            break
+        except Exception:  # a malformed graph: no shapes beyond the stored ones
+            continue
+    else:
         return ValueTypes()
     unset = {v.name for v in values
              if v.name and (v.shape is None or v.dtype is None or not stored_shapes)}
