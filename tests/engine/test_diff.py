@@ -115,3 +115,15 @@ def test_the_same_engine_in_the_8x_and_11x_schemas_diffs_clean() -> None:
                         read_engine_graph(CONSTRUCTED / "resnet-qat-residual.trt11.graph.json"))
     assert diff.precision_changes == [] and diff.only_in_a == [] and diff.only_in_b == []
     assert len(diff.matched) == len(raw_graph("qat-residual")["Layers"])
+
+
+def test_an_unprofiled_engine_tells_no_times() -> None:
+    # B profiled, A not: A's side of every change has no time, so no line may read "0.000 ->".
+    unprofiled = read_engine_graph(graph_path("fp16"))
+    diff = diff_engines(unprofiled, _read("qat"))
+    assert diff.a.layer_latency_ms is None and diff.b.layer_latency_ms is not None
+    precision_lines = [line for line in diff.summary if "instead of" in line]
+    assert precision_lines and not any("their time" in line for line in precision_lines)
+    assert not any(" gone in B" in line or " new in B" in line for line in diff.summary)
+    both = diff_engines(_read("fp16"), _read("qat"))
+    assert any("their time" in line for line in both.summary)

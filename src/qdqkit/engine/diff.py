@@ -188,7 +188,9 @@ def _evidence(a: EngineGraph, b: EngineGraph, matching: Matching) -> MatchEviden
     return MatchEvidence(evidenced, smaller, weak=evidenced * 2 < smaller)
 
 
-def _precision_story(changes: list[LayerMatch]) -> list[str]:
+def _precision_story(changes: list[LayerMatch], timed: bool) -> list[str]:
+    """Layers grouped by their change of output precision; with ``timed`` (both engines
+    profiled) the time each group took before and after."""
     groups: dict[tuple[str, str], list[LayerMatch]] = {}
     for change in changes:
         if change.output_a != change.output_b:
@@ -197,7 +199,8 @@ def _precision_story(changes: list[LayerMatch]) -> list[str]:
     for (before, after), items in sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0])):
         time_a = sum(m.latency_a_ms or 0.0 for m in items)
         time_b = sum(m.latency_b_ms or 0.0 for m in items)
-        timing = f"; their time {time_a:.3f} → {time_b:.3f} ms" if time_a or time_b else ""
+        timing = (f"; their time {time_a:.3f} → {time_b:.3f} ms" if timed and (time_a or time_b)
+                  else "")
         verb = "writes" if len(items) == 1 else "write"
         lines.append(f"{plural(len(items), 'layer')} now {verb} {after} instead of {before} (e.g. "
                      f"'{items[0].b}'){timing}")
@@ -235,6 +238,7 @@ def _time_story(diff: EngineDiff) -> list[str]:
 def _summary(diff: EngineDiff) -> list[str]:
     a, b = diff.a, diff.b
     lines = []
+    timed = a.layer_latency_ms is not None and b.layer_latency_ms is not None
     headline = _headline(a, b)
     if headline:
         lines.append(headline)
@@ -245,7 +249,7 @@ def _summary(diff: EngineDiff) -> list[str]:
             f"{evidence.smaller_engine_layers} arithmetic layers of the smaller engine pair with a "
             "layer sharing an ONNX node name or input shape, as between different networks; "
             "compare the totals, not the layers")
-    else:
+    elif timed:  # with one engine unprofiled, its side of every difference would read 0 ms
         lines += _time_story(diff)
     if (a.reformats, a.qdq_reformats) != (b.reformats, b.qdq_reformats):
         lines.append(f"Reformat layers {a.reformats} → {b.reformats} (from Q/DQ "
@@ -256,7 +260,7 @@ def _summary(diff: EngineDiff) -> list[str]:
         lines.append(f"precisions are unknown in {' and '.join(unknown)} (a names-only export): "
                      "precision changes are not compared")
     elif not evidence.weak:
-        lines += _precision_story(diff.precision_changes)
+        lines += _precision_story(diff.precision_changes, timed)
     known = a.int8_compute_layers is not None and b.int8_compute_layers is not None
     if known and a.int8_compute_layers != b.int8_compute_layers:
         lines.append(f"INT8 compute layers {a.int8_compute_layers}/{a.compute_layers} → "
