@@ -13,6 +13,7 @@ import gc
 import json
 import re
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,7 +23,7 @@ from qdqkit.engine.synthetic import synthetic_engine
 from qdqkit.trt.engine import EngineGraph
 from qdqkit.trt.engine_json import onnx_nodes_of, parse_engine_graph
 from qdqkit.trt.engine_matching import match_layers
-from qdqkit.trt.onnx_names import is_auto_numbered, unwrap_node_name
+from qdqkit.trt.onnx_names import comparable_names, is_auto_numbered, unwrap_node_name
 from tests.engine.fixture_files import raw_graph, weight_key
 
 _COPY_PREFIX = re.compile(r"^(Reformatting CopyNode for (?:Input|Output) Tensor \d+ to )(.*)$")
@@ -233,3 +234,46 @@ def test_matching_is_linear_and_exact_on_an_860_layer_renamed_engine() -> None:
 def test_json_of_the_constructed_engines_round_trips() -> None:
     raw = raw_graph("qat")
     assert json.loads(json.dumps(Renamer(raw, "tf").engine(raw)))["Layers"]
+
+
+_KERAS = Path(__file__).resolve().parent.parent / "fixtures" / "trex-resnet50-tf-rtx3090"
+_BLOCK_CONV = re.compile(r"resnet50/(quant_)?(conv\d_block\d+_[12]_conv)/Conv2D")
+
+
+def test_keras_fp16_and_tfmot_qat_exports_pair_each_block_convolution_with_itself() -> None:
+    # Real exports of one Keras ResNet-50: TensorFlow's QAT wrappers renamed every quantized
+    # scope 'quant_...' and TensorRT fused other layers. Truth is read from the raw names: the
+    # first two convolutions of each bottleneck (one layer each in both builds) must pair by
+    # scope. Before names were compared without the renaming, stage 3 and 4 pairs shifted by a
+    # block (conv3_block3_1 against conv3_block2_1).
+    raw_a = json.loads((_KERAS / "fp16.resnet.onnx.engine.graph.json").read_text())
+    raw_b = json.loads((_KERAS / "qat.resnet-qat.onnx.engine.graph.json").read_text())
+
+    def scopes(raw: dict[str, Any]) -> dict[str, str]:
+        found = {}
+        for layer in raw["Layers"]:
+            hit = _BLOCK_CONV.search(layer["Name"])
+            if hit and layer["LayerType"] == "CaskConvolution":
+                found[layer["Name"]] = hit[2]
+        return found
+
+    scope_a, scope_b = scopes(raw_a), scopes(raw_b)
+    assert len(scope_a) == len(scope_b) == 32  # 16 bottlenecks x 2
+    pairs = _pairs(parse_engine_graph(raw_a, "fp16.json"), parse_engine_graph(raw_b, "qat.json"))
+    assert {name: scope_b.get(pairs.get(name, "")) for name in scope_a} == {
+        name: scope for name, scope in scope_a.items()}
+    # The 7x7 stem: the QAT build pads its input in a layer of its own (another input shape),
+    # the FP16 build inside the convolution; alone next to the pair after it, it still pairs.
+    (stem_a,) = [la["Name"] for la in raw_a["Layers"] if la.get("Kernel") == [7, 7]]
+    (stem_b,) = [la["Name"] for la in raw_b["Layers"] if la.get("Kernel") == [7, 7]]
+    assert pairs.get(stem_a) == stem_b
+
+
+def test_names_are_compared_without_a_renaming_one_export_applies_throughout() -> None:
+    plain = [f"net/conv{k}/Conv2D" for k in range(6)] + ["net/head_cls/MatMul"]
+    wrapped = [f"net/quant_conv{k}/Conv2D" for k in range(6)] + ["net/head/MatMul"]
+    as_a, as_b = comparable_names(plain, wrapped)
+    assert [as_b[n] for n in wrapped[:6]] == [as_a[n] for n in plain[:6]]
+    # 'cls' is in one name of seven: a node the other network lacks, not a renaming.
+    assert as_a["net/head_cls/MatMul"] != as_b["net/head/MatMul"]
+    assert is_auto_numbered("Conv__435") and is_auto_numbered("QuantLinearNode__630")

@@ -10,15 +10,20 @@ what they compute and where they sit, then the data-movement layers around them:
    unless a strong (non auto-numbered) ONNX node name of one layer sits on another layer of the
    other engine with the same kind class and weight count.
 2. Names: layers sharing a strong ONNX node name found once in each engine, with the same kind
-   class and weight count (shapes may differ: one build reads a flattened tensor).
+   class and weight count (shapes may differ: one build reads a flattened tensor). Names are
+   compared without a renaming one export applies throughout (``onnx_names`` rule 3: Keras QAT's
+   ``quant_`` scopes), in this step and in step 1's check.
 3. Neighbours: from each pair, unpaired predecessors (and successors) with an own label that occurs
    once on each side are paired, and so on outwards; first along first-input links (what a layer
    computes from survives a residual Add fused into another layer), then along every link.
 4. Order: layers left between the same two pairs, with the same own label, are paired in execution
    order when both sides have as many.
-5. Data movement (Reformats, NoOps, Shuffles): by kind class, origin and the pairs of the skeleton
+5. Last, a layer still unpaired next to a pair, alone there on both sides with its kind class
+   and weight count, pairs even when its input shape differs (one build padded the input of the
+   first convolution in a layer of its own, the other inside the convolution).
+6. Data movement (Reformats, NoOps, Shuffles): by kind class, origin and the pairs of the skeleton
    layers before and after them; several in one place pair in order, or by equal name.
-6. A layer left over whose ONNX nodes all lie inside one layer of the other engine, or whose only
+7. A layer left over whose ONNX nodes all lie inside one layer of the other engine, or whose only
    skeleton predecessor's partner writes the same output shape as it does, was fused into it (e.g.
    a MaxPool that the other build folded into the convolution before it).
 
@@ -43,7 +48,7 @@ from qdqkit.trt.layer_signature import (
     skeleton,
     strong_names,
 )
-from qdqkit.trt.onnx_names import unwrap_node_names
+from qdqkit.trt.onnx_names import comparable_names, unwrap_node_names
 
 
 @dataclass
@@ -98,8 +103,14 @@ class _SkeletonMatcher:
         self.own_b = own_labels(b, self.sk_b.members, table, weights, shapes)
         self.coarse_a = coarse_labels(a, self.sk_a.members, table, weights)
         self.coarse_b = coarse_labels(b, self.sk_b.members, table, weights)
-        self.strong_a = {i: strong_names(a.layers[i]) for i in self.sk_a.members}
-        self.strong_b = {j: strong_names(b.layers[j]) for j in self.sk_b.members}
+        strong_a = {i: strong_names(a.layers[i]) for i in self.sk_a.members}
+        strong_b = {j: strong_names(b.layers[j]) for j in self.sk_b.members}
+        as_a, as_b = comparable_names([n for names in strong_a.values() for n in names],
+                                      [n for names in strong_b.values() for n in names])
+        self.strong_a = {i: list(dict.fromkeys(as_a[n] for n in names if as_a[n]))
+                         for i, names in strong_a.items()}
+        self.strong_b = {j: list(dict.fromkeys(as_b[n] for n in names if as_b[n]))
+                         for j, names in strong_b.items()}
         self.names_a = _strong_owner(self.strong_a)
         self.names_b = _strong_owner(self.strong_b)
         self.rounds = [(self.own_a, self.own_b)]
@@ -143,7 +154,9 @@ class _SkeletonMatcher:
         for (i, j), _count in sorted(shared.items(), key=lambda kv: (-kv[1], kv[0])):
             self.pairing.add(i, j)
 
-    def by_neighbours(self) -> None:
+    def by_neighbours(self, *, coarse: bool = False) -> None:
+        """Step 3 with own labels; with ``coarse``, step 5: kind class and weight count only."""
+        labels_a, labels_b = (self.coarse_a, self.coarse_b) if coarse else (self.own_a, self.own_b)
         # Main (first-input) links first: they survive a residual Add fused elsewhere.
         main = ((self.sk_a.main_preds, self.sk_b.main_preds),
                 (self.sk_a.main_succs, self.sk_b.main_succs))
@@ -153,17 +166,19 @@ class _SkeletonMatcher:
             while queue:
                 i, j = queue.pop()
                 for near_a, near_b in links:
-                    for pair in self._lone_label_pairs(near_a.get(i, []), near_b.get(j, [])):
+                    for pair in self._lone_label_pairs(near_a.get(i, []), near_b.get(j, []),
+                                                       labels_a, labels_b):
                         if self.pairing.add(*pair):
                             queue.append(pair)
 
-    def _lone_label_pairs(self, near_a: list[int], near_b: list[int]) -> list[tuple[int, int]]:
+    def _lone_label_pairs(self, near_a: list[int], near_b: list[int], labels_a: dict[int, int],
+                          labels_b: dict[int, int]) -> list[tuple[int, int]]:
         free_a = [i for i in near_a if i not in self.pairing.a_to_b]
         free_b = [j for j in near_b if j not in self.pairing.b_to_a]
         if not free_a or not free_b:
             return []
-        unique_b = _unique({j: self.own_b[j] for j in free_b})
-        unique_a = _unique({i: self.own_a[i] for i in free_a})
+        unique_b = _unique({j: labels_b[j] for j in free_b})
+        unique_a = _unique({i: labels_a[i] for i in free_a})
         return [(i, unique_b[label]) for label, i in unique_a.items() if label in unique_b]
 
     def by_order(self) -> None:
@@ -192,6 +207,7 @@ class _SkeletonMatcher:
         self.by_neighbours()
         self.by_order()
         self.by_neighbours()
+        self.by_neighbours(coarse=True)
 
 
 def _movement_key(
