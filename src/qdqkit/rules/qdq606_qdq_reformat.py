@@ -1,6 +1,7 @@
 """QDQ606 (qdq-reformat): Reformat layers made from Q/DQ nodes TensorRT could not fuse (E1, E2, K2).
 
-A single one is reported as info (often the network input's Quantize), several as a warning.
+A single one is reported as info, several as a warning. One that quantizes a network input is
+QDQ608's (it has a remedy of its own), not counted here as well.
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ RULES = (
         what_to_do="Run qdqkit lint on the model to see which placement causes each one.",
         fixable=False,
         rule_id="E1, E2, K2",
-        how_it_checks="Reformat layers whose origin is QDQ (or whose name is a Q/DQ node's).",
+        how_it_checks=("Reformat layers whose origin is QDQ (or whose name is a Q/DQ node's), "
+                       "except those reading a network input (QDQ608)."),
         scope="engine",
     ),
 )
@@ -37,7 +39,9 @@ fix: Fix | None = None
 def check(ctx: EngineContext) -> Iterator[Finding]:
     from qdqkit.trt.engine_analysis import latency_sum
 
-    qdq = ctx.graph.qdq_reformats()
+    inputs = {t.name for t in ctx.graph.inputs}
+    qdq = [layer for layer in ctx.graph.qdq_reformats()
+           if not any(t.name in inputs for t in layer.inputs)]
     if qdq:
         yield Finding(
             code="QDQ606", severity=Severity.WARNING if len(qdq) > 1 else Severity.INFO,
