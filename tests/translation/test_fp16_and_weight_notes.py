@@ -11,7 +11,8 @@ from onnx import TensorProto, helper, numpy_helper
 
 from qdqkit.core.errors import UnsupportedModelError
 from qdqkit.examples.graph import GraphBuilder
-from qdqkit.translation import TranslateOptions, translate
+from qdqkit.translation import TranslateOptions, TranslateResult, translate
+from qdqkit.trt.calib_cache import read_calib_cache
 
 
 def test_integer_shape_layers_are_not_pinned_to_fp16(tmp_path: Path) -> None:
@@ -104,27 +105,54 @@ def test_a_leaky_relu_in_fp16_gets_a_measured_hint(tmp_path: Path,
     assert f"trtexec --onnx={tmp_path / 'cli' / 'leaky_noqdq.onnx'}" in text
 
 
-def test_a_q_after_a_concat_gets_the_concat_hint_and_the_flag_verifies(tmp_path: Path) -> None:
+def _cached_scales(result: TranslateResult) -> dict[str, float]:
+    return dict(read_calib_cache(result.outputs.calib_cache).scales)
+
+
+def test_a_concat_input_only_the_concat_reads_takes_its_q_scale(tmp_path: Path) -> None:
     from qdqkit.verification import verify
 
     # Two convs write float into a Concat whose output alone has a Q (TensorRT moves it in front
-    # of the Concat in an explicit build). Translated as is, the Concat and its inputs are FP16;
-    # --infer_concat_scales gives the inputs the output's scale, as the explicit build has it.
+    # of the Concat in an explicit build). Each input is a slice of the output, so it takes the
+    # output's scale by default: left unscaled it would run FP16 and be rounded before the Q.
+    # An Identity in between is a copy and carries the scale across.
     g = GraphBuilder("concat_q", seed=0)
     x = g.qdq(g.input("x", [1, 16, 8, 8]), 0.02, name="x")
     a = g.node("Relu", [g.conv(x, 16, 16, name="ca")], name="ra")
-    b = g.node("Relu", [g.conv(x, 16, 16, name="cb")], name="rb")
+    rb = g.node("Relu", [g.conv(x, 16, 16, name="cb")], name="rb")
+    b = g.node("Identity", [rb], name="copy")
     joined = g.node("Concat", [a, b], name="cat", axis=1)
     y = g.conv(g.qdq(joined, 0.05, name="cat_out"), 32, 16, name="cc")
     g.output(g.qdq(y, 0.05, name="y"))
     path = g.save(tmp_path / "concat_q.onnx")
     plain = translate(path, tmp_path / "plain")
+    assert plain.propagation_hint is None and not plain.fp16_nodes
+    scales = _cached_scales(plain)
+    assert [scales[tensor] for tensor in (a, b, rb)] == [pytest.approx(0.05)] * 3
+    assert verify(path, tmp_path / "plain").min_snr_db == float("inf")
+
+
+def test_a_concat_input_read_elsewhere_gets_the_concat_hint_and_the_flag(tmp_path: Path) -> None:
+    # The same Concat, but one input is also a network output read in float: its scale would
+    # quantize that output too, so only --infer_concat_scales (the reference's rule) gives it.
+    g = GraphBuilder("concat_shared", seed=0)
+    x = g.qdq(g.input("x", [1, 16, 8, 8]), 0.02, name="x")
+    a = g.node("Relu", [g.conv(x, 16, 16, name="ca")], name="ra")
+    b = g.node("Relu", [g.conv(x, 16, 16, name="cb")], name="rb")
+    g.node("Sigmoid", [b], name="side", out="side")
+    joined = g.node("Concat", [a, b], name="cat", axis=1)
+    y = g.conv(g.qdq(joined, 0.05, name="cat_out"), 32, 16, name="cc")
+    g.output(g.qdq(y, 0.05, name="y"))
+    g.output("side")
+    path = g.save(tmp_path / "concat_shared.onnx")
+    plain = translate(path, tmp_path / "plain")
+    assert a in _cached_scales(plain) and b not in _cached_scales(plain)
     hint = plain.propagation_hint
     assert hint is not None and hint.ops == ["Concat"] and hint.option == "--infer_concat_scales"
     assert hint.fp16_after < hint.fp16_before
     inferred = translate(path, tmp_path / "inferred", TranslateOptions(infer_concat_scales=True))
     assert inferred.propagation_hint is None and len(inferred.fp16_nodes) == hint.fp16_after
-    assert verify(path, tmp_path / "inferred").min_snr_db == float("inf")
+    assert _cached_scales(inferred)[b] == pytest.approx(0.05)
 
 
 @pytest.mark.parametrize("scale", [float("nan"), -0.05, 0.0])

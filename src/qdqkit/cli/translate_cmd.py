@@ -46,7 +46,8 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument(
         "--infer_concat_scales", "--infer-concat-scales", action="store_true",
-        help="also propagate across Concat (output: largest input scale; inputs: output scale)",
+        help="also propagate across Concat (output: largest input scale; every input: output scale; "
+             "without it only inputs the Concat alone reads take the output scale)",
     )
     parser.add_argument(
         "--infer_mul_scales", "--infer-mul-scales", action="store_true",

@@ -1,8 +1,9 @@
 """Scale propagation: give tensors without a Q their neighbours' scales, to a fixpoint.
 
 Implicit INT8 needs a scale on both sides of every INT8 layer; the Q/DQ model only has them where a
-Q sat. We copy scales across ops that do not change the range (the reference's op set, plus the ops
-its flags enable), and derive them across Sigmoid, HardSigmoid and Mul. Unlike the reference we sweep
+Q sat. We copy scales across ops that do not change the range (the reference's op set, Identity and
+Dropout, plus the ops its flags enable), give a Concat input that only the Concat reads the
+output's scale, and derive scales across Sigmoid, HardSigmoid and Mul. Unlike the reference we sweep
 forward and
 backward until nothing changes, never overwrite a scale (a Q's own scale always wins), never give a
 graph output a propagated scale, and refuse derived scales that are not finite, positive and plausible.
@@ -20,9 +21,12 @@ import onnx_ir as ir
 
 from qdqkit.passes.scales import ScaleOrigin, ScaleTable
 
-DEFAULT_OPS = frozenset(
-    {"MaxPool", "Flatten", "Relu", "Pad", "Transpose", "Reshape", "Squeeze", "Sigmoid"}
-)
+# The reference's op set, plus the two pure copies (exporters such as paddle2onnx put an
+# Identity after almost every op): a copy's output holds its input's values, so one scale fits
+# both, and without it every copy between two quantized tensors would run FP16 and round the
+# values the next Q quantizes.
+DEFAULT_OPS = frozenset({"MaxPool", "Flatten", "Relu", "Pad", "Transpose", "Reshape", "Squeeze",
+                         "Sigmoid", "Identity", "Dropout"})
 POOL_OPS = frozenset({"AveragePool", "GlobalAveragePool", "ReduceMean"})
 # Averages never exceed their input's range, but the input's range can be far wider than the
 # average's: copying an average's scale back onto its input clips it (measured with verify: 21.9 dB
@@ -112,6 +116,9 @@ class _Propagator:
 
     def backward(self, node: ir.Node) -> None:
         op = node.op_type
+        if op == "Concat" and op not in self.ops and node.outputs and node.inputs:
+            self._concat_sole_inputs(node)
+            return
         if op not in self.ops or not node.outputs or not node.inputs:
             return
         out_scale = self.scales.get(node.outputs[0])
@@ -146,6 +153,19 @@ class _Propagator:
             x = node.inputs[0]
             assert x is not None
             self.give(x, out_scale, f"{op}: copied from output")
+
+    def _concat_sole_inputs(self, node: ir.Node) -> None:
+        """Without ``--infer_concat_scales``: a Concat input that only this Concat reads takes
+        the output's scale. Its values are a slice of the output, which the output's Q
+        quantizes anyway, so quantizing it first changes no value; left unscaled, it would run
+        FP16 and be rounded before that Q (values on a rounding point flip)."""
+        out_scale = self.scales.get(node.outputs[0])
+        if out_scale is None:
+            return
+        for value in node.inputs:
+            if value is not None and self.can_receive(value) and all(
+                    use.node is node for use in value.uses()):
+                self.give(value, out_scale, "Concat: output scale (its only reader)")
 
     def _mul_backward(self, node: ir.Node, out_scale: float) -> None:
         if len(node.inputs) != 2:
