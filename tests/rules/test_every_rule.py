@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -522,6 +523,61 @@ def test_a_hardswish_a_depthwise_conv_cannot_take_is_not_its_epilogue(
     y = g.node("Mul", [y, g.node("HardSigmoid", [y], name="hsig")], name="hswish")
     g.output(g.conv(g.qdq(y, 0.3), 32, 32, name="next"))
     assert Model(g).codes() & {"QDQ103", "QDQ104"} == expected
+
+
+def _bias_outside(cut: str, copy: bool) -> GraphBuilder:
+    """paddle2onnx's conv: Conv without bias -> Add(bias) -> [Identity] -> Relu, with a Q/DQ on
+    the conv's output (``cut="conv"``), on the Add's (``cut="bias"``) or nowhere inside."""
+    g = GraphBuilder()
+    y = g.conv(g.qdq(g.input("x", [1, 32, 8, 8])), 32, 32, name="conv", bias=False)
+    y = g.qdq(y, 0.2, name="conv_out") if cut == "conv" else y
+    bias = g.qdq(g.const(np.linspace(-0.5, 0.5, 32, dtype=np.float32).reshape(1, 32, 1, 1)),
+                 0.5 / 127, name="bias")
+    y = g.node("Add", [y, bias], name="add")
+    y = g.qdq(y, 0.2, name="add_out") if cut == "bias" else y
+    y = g.node("Identity", [y], name="copy") if copy else y
+    g.output(g.conv(g.qdq(g.node("Relu", [y], name="relu"), 0.3), 32, 32, name="next"))
+    return g
+
+
+@pytest.mark.parametrize("copy", [False, True])
+@pytest.mark.parametrize("cut,expected", [("conv", {"QDQ103"}), ("bias", {"QDQ104"}),
+                                          ("none", set())])
+def test_a_q_before_a_bias_add_splits_the_conv_past_copies(
+        cut: str, expected: set[str], copy: bool) -> None:
+    # The bias Add (constant operand, itself behind Q/DQ as onnxruntime leaves it) fuses into the
+    # conv's layer as BN does, and an Identity between changes nothing (fusion passes it).
+    assert Model(_bias_outside(cut, copy)).codes() & {"QDQ103", "QDQ104"} == expected
+
+
+def test_a_q_inside_a_pointwise_chain_is_found_past_an_identity() -> None:
+    # Sigmoid's Q/DQ, then an Identity, then the Mul of the two: one PointWise layer either way.
+    g = GraphBuilder()
+    y = g.qdq(g.node("Tanh", [g.qdq(g.input("x", [1, 32, 8, 8]))], name="tanh"), 0.01, name="t")
+    gate = g.node("Identity", [g.qdq(g.node("Sigmoid", [y], name="sig"), 1 / 127, name="s")],
+                  name="copy")
+    g.output(g.conv(g.qdq(g.node("Mul", [y, gate], name="mul"), 0.2), 32, 32, name="next"))
+    assert "QDQ206" in Model(g).codes()
+
+
+def test_fix_fuses_a_paddle_conv_bias_chain_and_keeps_its_values(tmp_path: Path) -> None:
+    from qdqkit.examples.graph import run_model
+    from qdqkit.fixing import fix
+
+    g = _bias_outside("conv", True)
+    path = g.save(tmp_path / "paddle.onnx")
+    result = fix(path, output=tmp_path / "fixed.onnx")
+    assert "QDQ103" in {action.code for action in result.actions}
+    after = lint(str(tmp_path / "fixed.onnx"))
+    assert not {"QDQ103", "QDQ104", "QDQ206"} & set(after.codes())
+    assert any({"conv", "add", "copy", "relu"} <= set(layer.onnx_nodes)
+               for layer in after.engine.layers)
+    # The repaired model computes what the same chain without the inner Q/DQ computes (the same
+    # weights: the builder draws them in the same order), by onnxruntime.
+    x = np.random.default_rng(0).normal(0, 1, (1, 32, 8, 8)).astype(np.float32)
+    want = run_model(_bias_outside("none", True).save(tmp_path / "clean.onnx"), {"x": x})[0]
+    np.testing.assert_allclose(run_model(tmp_path / "fixed.onnx", {"x": x})[0], want,
+                               rtol=1e-6, atol=1e-6)
 
 
 @pytest.mark.parametrize("kind,options,code", [

@@ -16,7 +16,7 @@ from qdqkit.trt.cost_model import LatencyComparison
 from qdqkit.trt.engine import EngineLayer, Precision
 from qdqkit.trt.predict import Prediction
 from qdqkit.trt.predict.fusion import Block
-from qdqkit.trt.predict.ops import is_plugin
+from qdqkit.trt.predict.ops import NO_OP_COPIES, is_default_domain, is_plugin
 from qdqkit.trt.predict.wanted import usable_scale
 
 
@@ -203,6 +203,23 @@ class LintContext:
         if q is None or q.inputs[0] is None:
             return value, []
         return q.inputs[0], [q, dq]
+
+    @staticmethod
+    def past_copies(reader: ir.Node, value: ir.Value) -> tuple[ir.Node, ir.Value]:
+        """The op that reads ``value`` once the no-op copies are passed (an Identity or
+        Dropout, as paddle2onnx writes after almost every op), with the tensor it reads: a copy
+        whose output one op alone reads leads to that op. Fusion passes these copies too
+        (``trt.predict.fusion.is_epilogue_op``)."""
+        for _ in range(64):
+            if reader.op_type not in NO_OP_COPIES or not is_default_domain(reader) or (
+                    not reader.inputs or reader.inputs[0] is not value or not reader.outputs):
+                break
+            out = reader.outputs[0]
+            uses = list(out.uses())
+            if len(uses) != 1 or out.is_graph_output():
+                break
+            reader, value = uses[0].node, out
+        return reader, value
 
     def skip_needed_in_int8(self, add: ir.Node, residual: ir.Value) -> bool:
         """Whether a residual Add's INT8 skip (``residual``, a DQ's output) is one its writer

@@ -1,6 +1,8 @@
 """QDQ103, QDQ104: a Q/DQ pair inside a weighted op's epilogue (C2, D2, D3).
 
-1. QDQ103: the weighted op's own output goes through Q -> DQ into BatchNorm or an activation.
+1. QDQ103: the weighted op's own output goes through Q -> DQ into BatchNorm, an activation, or
+   a bias or scale op (an Add, Sub, Mul or Div with a constant operand, as exporters that keep
+   the bias out of the conv write it), no-op copies (Identity, Dropout) in between passed.
 2. QDQ104: a later point of the fused chain (after BN or bias) does.
 Either way the epilogue runs as a separate layer. One check: the two differ only by where the
 chain was cut. A chain that ends in a pool (ConvActPool, C10) takes no further epilogue, so a
@@ -27,7 +29,8 @@ RULES = (
         name="q-on-weighted-output",
         severity=Severity.ERROR,
         summary=(
-            "a Q sits on a weighted op's output before its BatchNorm, activation or residual Add"
+            "a Q sits on a weighted op's output before its BatchNorm, bias, activation or "
+            "residual Add"
         ),
         why=(
             "The Q splits the conv from its epilogue: BN/activation/Add run as a separate layer "
@@ -103,17 +106,22 @@ def _chain_would_take(ctx: LintContext, block: Block, value: ir.Value, reader: i
 
 def check(ctx: LintContext) -> Iterator[Finding]:
     from qdqkit.core.qdq import node_label
+    from qdqkit.trt.predict.fusion import is_epilogue_op
     from qdqkit.trt.predict.ops import ACTIVATIONS, POOLS, is_default_domain
 
     epilogue_ops = ACTIVATIONS | {"BatchNormalization"}
+    facts = ctx.prediction.facts
     for block in ctx.prediction.blocks:
         if block.weighted is None or block.last.op_type in POOLS:
             continue
         value = block.output
-        for q, dq, reader in _through_qdq(value):
-            if reader.op_type not in epilogue_ops or not is_default_domain(reader):
-                continue
-            if not _chain_would_take(ctx, block, dq.outputs[0], reader):
+        for q, dq, first in _through_qdq(value):
+            # Past the no-op copies an exporter leaves (paddle2onnx's Identity after each op).
+            reader, read = ctx.past_copies(first, dq.outputs[0])
+            if not is_default_domain(reader) or not (
+                    reader.op_type in epilogue_ops or is_epilogue_op(facts, reader, read)):
+                continue  # is_epilogue_op: a bias or scale op with a constant operand too
+            if not _chain_would_take(ctx, block, read, reader):
                 continue
             code = "QDQ103" if block.last is block.weighted else "QDQ104"
             split = ctx.prediction.layer_of(reader)

@@ -75,13 +75,16 @@ def check(ctx: LintContext) -> Iterator[Finding]:
         readers = _readers_through_qdq(uses)
         if len(readers) != 1:
             continue
-        reader, pairs = next(iter(readers.items()))
+        first, pairs = next(iter(readers.items()))
+        # Past the no-op copies an exporter leaves (paddle2onnx's Identity after each op).
+        reader, read = ctx.past_copies(first, first.inputs[0]) if first.inputs and \
+            first.inputs[0] is not None else (first, value)
         if (reader.op_type not in POINTWISE or not is_default_domain(reader)
                 or prediction.block_of(reader) is block):
             continue
         inside = {*block.nodes}
-        known = {value} | {ctx.unwrap_qdq(v)[0] for n in inside for v in n.inputs
-                           if v is not None and v.producer() not in inside}
+        known = {value, read} | {ctx.unwrap_qdq(v)[0] for n in inside for v in n.inputs
+                                 if v is not None and v.producer() not in inside}
         if all(v is None or prediction.facts.is_constant(v) or ctx.unwrap_qdq(v)[0] in known
                for v in reader.inputs):
             names = [node_label(n) for n in pairs]

@@ -35,6 +35,7 @@ from qdqkit.trt.predict.ops import (
     ACTIVATIONS,
     BINARY_POINTWISE,
     ELIDED_COPY_OPS,
+    NO_OP_COPIES,
     POINTWISE,
     SHAPE_OPS,
     is_add,
@@ -185,7 +186,7 @@ def is_epilogue_op(facts: GraphFacts, node: ir.Node, value: ir.Value) -> bool:
     Identity or Dropout is a no-op the chain passes."""
     if not is_default_domain(node):
         return False
-    if node.op_type in _NO_OPS:
+    if node.op_type in NO_OP_COPIES:
         return bool(node.inputs) and node.inputs[0] is value
     if node.op_type not in POINTWISE:
         return False
@@ -197,7 +198,6 @@ def is_epilogue_op(facts: GraphFacts, node: ir.Node, value: ir.Value) -> bool:
     return False
 
 
-_NO_OPS = frozenset({"Identity", "Dropout"})
 
 
 def is_depthwise(node: ir.Node) -> bool:

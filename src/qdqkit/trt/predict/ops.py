@@ -29,6 +29,8 @@ UNARY_POINTWISE = frozenset({
 POINTWISE = ACTIVATIONS | BINARY_POINTWISE | UNARY_POINTWISE | {"BatchNormalization"}
 
 # Ops that only move or select values: Q/DQ pass through them (B3 "value-preserving data movement").
+# Copies that change nothing, not even the shape (Dropout at inference): fusion passes them.
+NO_OP_COPIES = frozenset({"Identity", "Dropout"})
 ELIDED_COPY_OPS = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout"})
 DATA_MOVEMENT = ELIDED_COPY_OPS | {
     "Transpose", "Slice", "Split", "Gather", "GatherElements", "GatherND", "Expand", "Tile",
