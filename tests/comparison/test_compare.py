@@ -472,3 +472,29 @@ def test_fp8_qdq_is_emulated_as_onnxruntime_runs_it(tmp_path: Path) -> None:
     assert conv.local.snr_db == pytest.approx(result.output_snr_db, abs=0.05)
     assert 20 < result.output_snr_db < 40  # 3 mantissa bits: ~30 dB, far from int8 or float
     assert conv.weights and 25 < conv.weights[0].snr_db < 40
+
+
+def test_a_scalar_constant_quantized_as_a_weight_is_measured(tmp_path: Path) -> None:
+    # ModelOpt's --target_dla quantizes every input, the scalar of a box decoder's Mul by 0.1
+    # included: the scalar is a weight of one channel, and its error is that of its one value.
+    from qdqkit.examples.graph import GraphBuilder
+
+    def build(quantized: bool) -> onnx.ModelProto:
+        g = GraphBuilder("scalar_weight", seed=0)
+        x = g.input("x", [1, 4, 8, 8])
+        x = g.qdq(x, 0.02, name="xq") if quantized else x
+        scalar = g.const(np.array(0.1037, np.float32), "decode_scale")
+        if quantized:
+            scalar = g.qdq(scalar, 0.1037 / 127 * 1.5, name="wq")
+        g.output(g.node("Mul", [x, scalar], name="decode", out="y"), [1, 4, 8, 8])
+        return g.proto()
+
+    fpath, qpath = tmp_path / "float.onnx", tmp_path / "int8.onnx"
+    onnx.save(build(False), fpath)
+    onnx.save(build(True), qpath)
+    result = compare(fpath, qpath, None, what_if=0, progress=False, samples=2)
+    (weight,) = result.node("decode").weights
+    dequantized = np.float32(round(127 / 1.5) * (0.1037 / 127 * 1.5))
+    expected = 10 * math.log10(0.1037**2 / float(np.float32(0.1037) - dequantized) ** 2)
+    assert weight.channel_snr_db == pytest.approx([expected], rel=1e-4)
+    assert weight.snr_db == pytest.approx(expected, rel=1e-4)

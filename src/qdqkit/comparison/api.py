@@ -421,8 +421,9 @@ def _node_row(node: QuantizedNode, acc: _Accumulators) -> NodeRow:
 
 def _weight_error(weight: Any) -> WeightError:
     """Overall and per-output-channel SNR of the dequantized weight against the float one."""
-    original = np.asarray(weight.original, np.float32)
-    test = np.asarray(weight.dequantized, np.float32)
+    # A scalar constant (a Mul by 0.1 quantized for DLA) is one channel of one value.
+    original = np.atleast_1d(np.asarray(weight.original, np.float32))
+    test = np.atleast_1d(np.asarray(weight.dequantized, np.float32))
     axis = (weight.channel_axis if weight.channel_axis is not None else 0) % original.ndim
     ref = np.moveaxis(original, axis, 0).reshape(original.shape[axis], -1)
     noise = np.square(ref - np.moveaxis(test, axis, 0).reshape(ref.shape)).sum(
