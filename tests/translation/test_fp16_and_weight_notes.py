@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
@@ -176,3 +177,35 @@ def test_onnxruntime_errors_keep_their_whole_sentence() -> None:
     with pytest.raises(QdqkitError, match=r"Expected: 4") as caught:
         numerics.run(session, {"x": np.zeros((1, 5), np.float32)})
     assert "\n" not in str(caught.value)
+
+
+def test_a_layer_reading_no_quantized_activation_keeps_the_dequantized_weight(
+        tmp_path: Path) -> None:
+    # ModelOpt and onnxruntime quantize a Conv's weight even when its input stays float (here it
+    # follows an unquantized Mul): that layer runs FP16, where TensorRT uses the weight as given,
+    # so the translation stores what the Q/DQ pair computes. A Conv reading a quantized input
+    # keeps its float weight, which TensorRT requantizes itself.
+    from onnx import numpy_helper as nh
+
+    from qdqkit.verification import verify
+
+    g = GraphBuilder("fp16_conv_weight")
+    x = g.input("x", [1, 4, 8, 8])
+    scaled = g.node("Mul", [x, g.const(np.array(0.5, np.float32), "half")], name="mul")
+    y = g.conv(scaled, 4, 4, name="fp16_conv")
+    y = g.conv(g.qdq(g.node("Relu", [y], name="relu"), 0.02, name="act"), 4, 4, name="int8_conv")
+    g.output(g.qdq(y, 0.05, name="out"))
+    source = g.save(tmp_path / "m.onnx")
+    translate(source, tmp_path / "out")
+
+    inits = {t.name: nh.to_array(t) for t in g.graph().initializer}
+    translated = onnx.load(tmp_path / "out" / "m_noqdq.onnx").graph
+    stored = {t.name: nh.to_array(t) for t in translated.initializer}
+    weight_of = {n.name: stored[n.input[1]] for n in translated.node if n.op_type == "Conv"}
+    for conv, float_weight in (("fp16_conv", False), ("int8_conv", True)):
+        w, scale = inits[f"{conv}.weight"], inits[f"{conv}.weight_scale"].reshape(-1, 1, 1, 1)
+        dequantized = (np.clip(np.rint(w / scale), -128, 127) * scale).astype(np.float32)
+        assert not np.array_equal(w, dequantized)
+        np.testing.assert_array_equal(weight_of[conv], w if float_weight else dequantized)
+    result = verify(source, tmp_path / "out")
+    assert result.passed and result.min_snr_db > 100

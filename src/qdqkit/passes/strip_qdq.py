@@ -8,7 +8,10 @@ Rules:
    A constant (or a Reshape, Transpose and the like of constants) that reaches no weighted op's
    input through such ops, as a BatchNormalization scale or an Add's bias onnxruntime quantizes,
    is one TensorRT never quantizes: its readers read the values the Q/DQ pair gives instead, the
-   Q/DQ model's numbers.
+   Q/DQ model's numbers. With ``dequantize_float_layer_weights`` (translation), so does the
+   weight of a layer that reads no quantized activation (a Conv after an unquantized Mul): that
+   layer runs FP16, where TensorRT computes with the weight as given, and the Q/DQ model
+   computes with the dequantized one.
 2. ``int8/int32 constant -> DQ``: the DQ is folded into a float initializer ``(q - zp) * scale``;
    ``graph input -> DQ``: the input becomes a float input carrying the DQ's scale.
 3. A DQ output that is a graph output keeps its name: ``x`` is renamed to it, or an Identity is
@@ -42,13 +45,32 @@ def dequantized_array(view: QdqView, dq: ir.Node, out_dtype: np.dtype) -> np.nda
     return dequantize(data, params, out_dtype)
 
 
-def _reaches_weighted_op(value: ir.Value) -> bool:
-    """Whether ``value`` feeds a weighted op, directly or through weight-path ops (rule 1)."""
+def _int8_layer(node: ir.Node, view: QdqView, constants: set[ir.Value]) -> bool:
+    """Whether weighted ``node`` reads every activation input (an input not computed from
+    constants) through a Q/DQ pair, or from a graph input's DQ: the layer TensorRT runs INT8."""
+    activations = [v for v in node.inputs
+                   if v is not None and constant_source(v) is None and v not in constants]
+    for value in activations:
+        producer = value.producer()
+        if producer is None or producer.op_type != "DequantizeLinear":
+            return False
+        source = producer.inputs[0]
+        if source is None or (view.quantize_of(producer) is None and not source.is_graph_input()):
+            return False
+    return bool(activations)
+
+
+def _weight_of_int8_layer(
+    value: ir.Value, view: QdqView, constants: set[ir.Value], any_layer: bool = False
+) -> bool:
+    """Whether ``value`` reaches the weight input of a weighted op TensorRT runs INT8 (with
+    ``any_layer``, of any weighted op), directly or through weight-path ops (rule 1: else its
+    readers take the dequantized values)."""
     pending, seen = [value], {value}
     while pending:
         for use in pending.pop().uses():
             node = use.node
-            if node.op_type in WEIGHTED_OPS:
+            if node.op_type in WEIGHTED_OPS and (any_layer or _int8_layer(node, view, constants)):
                 return True
             if node.op_type in WEIGHT_PATH_OPS:
                 for out in node.outputs:
@@ -101,6 +123,7 @@ class StripQdqPairs(ir.passes.InPlacePass):
     def __init__(
         self, scales: ScaleTable, constants: set[ir.Value] | None = None,
         view: QdqView | None = None, remove_dead_constants: bool = False,
+        dequantize_float_layer_weights: bool = False,
     ) -> None:
         super().__init__()
         self.view = view
@@ -109,11 +132,13 @@ class StripQdqPairs(ir.passes.InPlacePass):
         # quantizing a weight, which TensorRT redoes itself, so it gets no activation scale.
         self.constants = constants or set()
         self.remove_dead_constants = remove_dead_constants
+        self.dequantize_float_layer_weights = dequantize_float_layer_weights
         self.removed = 0
         self.conflicts: list[str] = []
         # Activations the Q/DQ model reads both quantized and directly; implicit INT8 has one
         # scale per tensor, so after translation every reader sees the quantized values.
         self.mixed_readers: dict[ir.Value, list[str]] = {}
+        self._kept_weights: set[ir.Node] = set()  # DQs of weights that stay float (rule 1)
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         graph = model.graph
@@ -131,6 +156,11 @@ class StripQdqPairs(ir.passes.InPlacePass):
         # Removed in one batch, not node by node: the DQs, whose outputs nobody reads once
         # rerouted, the Qs read only by those DQs and, with ``remove_dead_constants``, the
         # Constant nodes read only by these Qs and DQs (their scales and zero points).
+        # Decided before any rerouting: whether a layer is INT8 is read from the DQs it reads.
+        self._kept_weights = {
+            dq for dq in view.dequantize_nodes if self._is_weight(view, dq)
+            and self._keeps_float(dq.outputs[0], view)
+        }
         rerouted: list[ir.Node] = []
         for dq in view.dequantize_nodes:
             self._strip_dequantize(graph, view, dq, rerouted)
@@ -158,7 +188,7 @@ class StripQdqPairs(ir.passes.InPlacePass):
             source = q.inputs[0]
             assert source is not None
             constant = constant_source(source) is not None or source in self.constants
-            if constant and not _reaches_weighted_op(dq.outputs[0]):
+            if constant and dq not in self._kept_weights:
                 baked = _quantized_constant(view, q, dq)
                 if baked is not None:
                     value = ir.Value(name=None, const_value=ir.Tensor(baked))
@@ -183,6 +213,18 @@ class StripQdqPairs(ir.passes.InPlacePass):
             self._reroute(graph, dq, x, rerouted)
             return
         raise AssertionError(f"unexpected DequantizeLinear {node_label(dq)}")
+
+    def _keeps_float(self, value: ir.Value, view: QdqView) -> bool:
+        if self.dequantize_float_layer_weights:
+            return _weight_of_int8_layer(value, view, self.constants)
+        return _weight_of_int8_layer(value, view, self.constants, any_layer=True)
+
+    def _is_weight(self, view: QdqView, dq: ir.Node) -> bool:
+        """Whether ``dq`` dequantizes a quantized constant (``constant -> Q -> DQ``)."""
+        q = view.quantize_of(dq)
+        source = q.inputs[0] if q is not None else None
+        return source is not None and (constant_source(source) is not None
+                                       or source in self.constants)
 
     def _record(self, value: ir.Value, scale: float, node: ir.Node) -> None:
         known = self.scales.entry(value)

@@ -187,7 +187,8 @@ def translate_model(
     if options.rename_node_outputs:
         RenameNodeOutputs()(model)
     scales = ScaleTable()
-    strip = StripQdqPairs(scales, constants, view, remove_dead_constants=True)
+    strip = StripQdqPairs(scales, constants, view, remove_dead_constants=True,
+                          dequantize_float_layer_weights=True)
     strip(model)
     warnings += strip.conflicts
     mixed = list(strip.mixed_readers.items())
