@@ -400,6 +400,9 @@ def test_the_two_models_never_run_at_once(
     source, out = bundle
     result = verify(source, out, samples=2, split=True)
     assert len(built) == 3 and result.passed  # the Q/DQ model, the emulation, one split step
+    built.clear()
+    result = verify(source, out, samples=2, split=False, layers=True)
+    assert len(built) == 4 and result.passed  # and the two of the layer check, one at a time
 
 
 def test_outputs_past_the_memory_budget_go_to_disk_and_come_back(
@@ -466,3 +469,62 @@ def test_weights_in_constant_nodes_are_requantized_as_initializers_are(tmp_path:
     assert result.quantized_weights == 1 and result.changed_weights == 1
     assert result.min_snr_db == float("inf")
     assert result.loss_sources[0].min_snr_db < 60  # the float weight alone is not the model
+
+
+def _deep_chain(path: Path, depth: int = 24, channels: int = 16) -> Path:
+    """Conv -> BatchNormalization -> Relu blocks behind Q/DQ pairs at a coarse scale: the
+    translation folds each BN into its conv, whose float rounding differs from conv-then-BN, so
+    an element now and then lands one INT8 step off, and the next layers amplify such steps."""
+    g = GraphBuilder("deep", seed=0)
+    y = g.input("x", [1, channels, 16, 16])
+    for i in range(depth):
+        y = g.conv(g.qdq(y, 0.05, name=f"in{i}"), channels, channels, name=f"c{i}", std=0.2)
+        y = g.node("Relu", [g.bn(y, channels, name=f"bn{i}", random=True)], name=f"r{i}")
+    g.output(g.qdq(y, 0.05, name="out"))
+    return g.save(path)
+
+
+@pytest.fixture(scope="module")
+def deep_bundle(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    folder = tmp_path_factory.mktemp("deep")
+    source = _deep_chain(folder / "deep.onnx")
+    translate(source, folder / "out")
+    return source, folder / "out"
+
+
+def test_rounding_an_int8_network_amplifies_passes_layer_by_layer(
+        deep_bundle: tuple[Path, Path]) -> None:
+    source, out = deep_bundle
+    result = verify(source, out, samples=16, split=False)
+    assert result.min_snr_db < 40  # the outputs alone would fail this faithful translation
+    layers = result.layers
+    assert layers is not None and layers.samples == 16
+    assert layers.compared > 24 and layers.exact > layers.compared // 2
+    assert layers.min_snr_db > 60  # a stretch differs by a rounding step at most
+    assert result.passed and not result.failures
+    assert "amplify rounding" in result.verdict and result.verdict.startswith("PASS")
+
+
+@pytest.mark.parametrize("factor", [1.01, 1.3])
+def test_a_scale_off_by_a_little_fails_layer_by_layer_and_is_placed(
+        deep_bundle: tuple[Path, Path], tmp_path: Path, factor: float) -> None:
+    source, out = deep_bundle
+    broken = tmp_path / "broken"
+    shutil.copytree(out, broken)
+    cache_path = broken / "deep_precision_config_calib.cache"
+    cache = read_calib_cache(cache_path)
+    cache.scales["r9_out"] *= factor  # the input of block 10
+    cache_path.write_text(format_calib_cache(cache.scales, cache.version))
+    result = verify(source, broken, samples=4, split=False, layers=True)
+    layers = result.layers
+    assert layers is not None and layers.min_snr_db < 40
+    # The stretch that reads the wrong quantization, conv 10 with its folded BN, is the worst.
+    assert layers.worst == "bn10_out"
+    assert not result.passed and "layer by layer, 'bn10_out'" in result.verdict
+
+
+def test_layers_are_checked_only_when_asked_or_needed(bundle: tuple[Path, Path]) -> None:
+    source, out = bundle
+    assert verify(source, out, samples=2).layers is None  # the outputs pass: nothing to look at
+    checked = verify(source, out, samples=2, layers=True).layers
+    assert checked is not None and checked.min_snr_db > 60 and checked.samples == 2

@@ -1,7 +1,9 @@
 """``qdqkit verify QDQ_MODEL TRANSLATED_DIR [--inputs FILE] [--shapes ...] [--min-snr DB]``.
 
-Exit status: 0 when the translation passes (every output at least ``--min-snr`` dB, finite), 1 when
-it fails, 2 when the inputs cannot be verified at all. The last line says PASS or FAIL.
+Exit status: 0 when the translation passes (every output at least ``--min-snr`` dB, finite; or,
+when outputs fall short, every layer fed the Q/DQ model's own inputs at least ``--min-snr`` dB:
+see ``verification.layerwise``), 1 when it fails, 2 when the inputs cannot be verified at all. The
+last line says PASS or FAIL.
 """
 
 from __future__ import annotations
@@ -23,7 +25,9 @@ def register(subparsers: Any) -> None:
         description="Emulate TensorRT implicit INT8 on the translated model (fake quantization at "
         "every cached scale, weights requantized per channel at max|w|/127, FP16 rounding in the "
         "FP16 layers) and compare with the Q/DQ model, whose same layers round to FP16 as an "
-        "--int8 --fp16 build runs them. Exits 1 when an output's SNR is below --min-snr.",
+        "--int8 --fp16 build runs them. When an output's SNR is below --min-snr, each stretch "
+        "of layers is also run alone on the Q/DQ model's own values: rounding that the network "
+        "amplifies passes, a layer that differs fails (exit 1) and is named.",
     )
     parser.add_argument("qdq_model", help="the original Q/DQ ONNX model")
     parser.add_argument("translated_dir", help="the folder 'qdqkit translate' wrote")
@@ -34,6 +38,12 @@ def register(subparsers: Any) -> None:
                        help="also emulate the sources of loss one at a time (default: only on a failure)")
     split.add_argument("--no-split", dest="split", action="store_false",
                        help="never split the loss into its sources")
+    layers = parser.add_mutually_exclusive_group()
+    layers.add_argument("--layers", dest="layers", action="store_true", default=None,
+                        help="also check layer by layer, each stretch of layers fed the Q/DQ "
+                        "model's own values (default: only when an output falls short)")
+    layers.add_argument("--no-layers", dest="layers", action="store_false",
+                        help="judge by the outputs alone")
     add_groups(parser, DATA, JSON)
     parser.set_defaults(run=run)
 
@@ -46,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     result = verify(
         args.qdq_model, args.translated_dir, request, seed=data.seed,
         samples=data.limit or data.samples, shapes=data.shapes, min_snr_db=args.min_snr,
-        split=args.split,
+        split=args.split, layers=args.layers,
     )
     if JSON.parse(args):
         # min_snr_db and verdict are properties, not fields: added after the fields.
@@ -81,6 +91,16 @@ def render(result: Any) -> str:
         for i, step in enumerate(result.loss_sources):
             label = ("+ " if i else "") + step.source
             lines.append(f"  {label:<42} {decibels(step.min_snr_db):>6} dB")
+        lines.append("")
+    if result.layers is not None:
+        check = result.layers
+        worst = (f", min {decibels(check.min_snr_db)} dB at '{check.worst}'" if check.worst
+                 else "")
+        lines.append(
+            f"layer by layer (each stretch between quantized tensors fed the Q/DQ model's own "
+            f"values, {check.samples} samples): {check.exact} of {check.compared} tensors "
+            f"identical{worst}"
+        )
         lines.append("")
     if result.unscaled_tensors:
         shown = ", ".join(result.unscaled_tensors[:10])

@@ -10,8 +10,11 @@ the translation pins to FP16 round to FP16 too (``emulation`` rule 4), so the fi
 what the translation changed, not what FP16 costs both builds.
 
 The verdict: pass when every output's SNR is at least ``min_snr_db`` and both models produced
-finite outputs. With ``split`` (and always on a failure, unless ``split=False``) the sources of loss
-are also emulated one step at a time (``LossSource``), so a low figure says where it comes from.
+finite outputs. When a finite output falls short, each stretch of layers is run alone on the Q/DQ
+model's own values (``layerwise``): if every one is at least ``min_snr_db`` the gap is rounding
+that the network amplifies and the translation passes; else the worst stretch is named. With
+``split`` (and always on a failure, unless ``split=False``) the sources of loss are also emulated
+one step at a time (``LossSource``), so a low figure says where it comes from.
 """
 
 from __future__ import annotations
@@ -53,9 +56,11 @@ from qdqkit.verification.emulation import (
     Source,
     insert_fake_quant,
     quantize_weights,
+    reference_name_map,
     reference_names,
     round_to_fp16,
 )
+from qdqkit.verification.layerwise import LayerCheck, check_layers
 from qdqkit.verification.running import Accumulator, compare, run_reference, write_temporary
 
 DEFAULT_MIN_SNR_DB = 40.0
@@ -110,6 +115,8 @@ class VerifyResult:
     # Tensors rounded to FP16 in the emulation that the Q/DQ model has no counterpart of: their
     # rounding is on one side only, so it counts as loss.
     fp16_unmatched: list[str] = field(default_factory=list)
+    # When the outputs fall short: each stretch of layers alone (``layerwise``).
+    layers: LayerCheck | None = None
 
     @property
     def min_snr_db(self) -> float:
@@ -119,8 +126,16 @@ class VerifyResult:
     def verdict(self) -> str:
         """The one line a script or a person reads last."""
         worst = decibels(self.min_snr_db)
-        if self.passed:
-            return f"PASS: min SNR {worst} dB >= {self.min_snr_required_db:g} dB"
+        required = f"{self.min_snr_required_db:g} dB"
+        if self.passed and self.min_snr_db >= self.min_snr_required_db:
+            return f"PASS: min SNR {worst} dB >= {required}"
+        layers = self.layers
+        if self.passed and layers is not None:
+            matched = ("exactly" if layers.exact == layers.compared else
+                       f"(min {decibels(layers.min_snr_db)} dB at '{layers.worst}' >= {required})")
+            return (f"PASS: every layer matches the Q/DQ model's on its own inputs {matched}; "
+                    f"the outputs differ at {worst} dB because this network's INT8 layers "
+                    "amplify rounding differences")
         return f"FAIL: {'; '.join(self.failures)}"
 
 
@@ -144,11 +159,13 @@ def verify(
     shapes: Mapping[str, Sequence[int]] | None = None,
     min_snr_db: float = DEFAULT_MIN_SNR_DB,
     split: bool | None = None,
+    layers: bool | None = None,
 ) -> VerifyResult:
     """Verify the bundle in ``translated_dir`` against ``qdq_model``.
 
     ``split``: True always emulates each source of loss alone too, None (default) only when the
-    verdict is a failure, False never.
+    verdict is a failure, False never. ``layers``: True always checks layer by layer too
+    (``layerwise``), None (default) only when an output falls short, False never.
     """
     if samples < 1:
         raise QdqkitError(f"--samples must be at least 1, not {samples}; zero samples prove nothing")
@@ -175,6 +192,7 @@ def verify(
         )
     unscaled = _unscaled_tensors(noqdq, cache, _fp32_layers(paths))
     in_reference, unmatched = reference_names(noqdq.graph, reference_model.graph, unscaled)
+    anchor_names = reference_name_map(noqdq.graph, reference_model.graph, cache.scales)
     del noqdq  # each emulation loads its own copy, after the Q/DQ model's session is gone
     if isinstance(inputs, DataRequest):
         data = inputs.open(interface)
@@ -190,11 +208,13 @@ def verify(
         ConstantsToInitializers()(reference_model)  # as in the emulation: constants are weights
         fill_value_types(reference_model)
         round_to_fp16(reference_model.graph, in_reference)
-    with tempfile.TemporaryDirectory(prefix="qdqkit-verify-") as scratch:
+    # The scratch folder outlives the reference run: the layer check reads the file again.
+    scratch = tempfile.TemporaryDirectory(prefix="qdqkit-verify-")
+    try:
         # onnxruntime reads an unchanged fp32 file itself; a changed model goes over a temporary
         # file (see ``_emulate`` for why not in memory).
         changed = fp16_model or bool(in_reference)
-        reference = write_temporary(reference_model, scratch) if changed else qdq_path
+        reference = write_temporary(reference_model, scratch.name) if changed else qdq_path
         del reference_model
         numerics.release_freed_memory(collect=True)
         with ThreadPoolExecutor(max_workers=1) as pool:
@@ -207,26 +227,41 @@ def verify(
             except QdqkitError:
                 expected.close()
                 raise
-    if count == 0:
-        raise QdqkitError(f"{data.description}: holds no samples; give at least one")
-    try:
-        full = _emulate(paths, cache, ALL_SOURCES, unscaled, fp16_model)
-        accumulators: dict[Source | None, dict[str, Accumulator]] = {
-            None: compare(expected, full, data, "emulating TensorRT")}
-        variants: list[Source | None] = [None]
-        if split or (split is None and not _passes(accumulators[None], min_snr_db)):
-            # Where the loss comes from: the first steps alone, on the same inputs.
-            for step, emulation in _split_variants(paths, cache, unscaled, fp16_model):
-                accumulators[step] = compare(expected, emulation, data,
-                                              f"emulating {step.value}")
-                variants.append(step)
-    finally:
-        expected.close()
+        if count == 0:
+            raise QdqkitError(f"{data.description}: holds no samples; give at least one")
+        try:
+            full = _emulate(paths, cache, ALL_SOURCES, unscaled, fp16_model)
+            accumulators: dict[Source | None, dict[str, Accumulator]] = {
+                None: compare(expected, full, data, "emulating TensorRT")}
+            variants: list[Source | None] = [None]
+            if split or (split is None and not _passes(accumulators[None], min_snr_db)):
+                # Where the loss comes from: the first steps alone, on the same inputs.
+                for step, emulation in _split_variants(paths, cache, unscaled, fp16_model):
+                    accumulators[step] = compare(expected, emulation, data,
+                                                  f"emulating {step.value}")
+                    variants.append(step)
+        finally:
+            expected.close()
 
-    comparisons = [
-        OutputComparison(n, *_metrics(accumulators[None][n])) for n in names
-    ]
-    failures = _failures(comparisons, min_snr_db)
+        comparisons = [
+            OutputComparison(n, *_metrics(accumulators[None][n])) for n in names
+        ]
+        failures = _failures(comparisons, min_snr_db)
+        layer_check = None
+        if layers or (layers is None and failures and all(o.finite for o in comparisons)):
+            # Outputs short of the bar: is it one layer, or rounding the network amplifies?
+            model, _ = _emulation_model(paths, cache, ALL_SOURCES, unscaled, fp16_model)
+            layer_check = check_layers(reference, model, anchor_names, cache.scales, data)
+            del model
+            if not failures:
+                pass
+            elif layer_check.min_snr_db >= min_snr_db and all(o.finite for o in comparisons):
+                failures = []
+            else:
+                failures.append(f"layer by layer, '{layer_check.worst}' is at "
+                                f"{decibels(layer_check.min_snr_db)} dB")
+    finally:
+        scratch.cleanup()
     loss_sources = []
     if len(variants) > 1:
         steps = {Source.ACTIVATIONS: accumulators[Source.ACTIVATIONS],
@@ -256,6 +291,7 @@ def verify(
         missing_tensors=full.missing,
         unary_tensors=unary,
         fp16_unmatched=unmatched,
+        layers=layer_check,
     )
 
 
@@ -322,6 +358,21 @@ def _emulate(
     The emulation model reaches onnxruntime through a temporary file (``write_temporary``), so our
     copy of its weights is freed before the session is built.
     """
+    model, emulation = _emulation_model(paths, cache, sources, unscaled, upcast)
+    with tempfile.TemporaryDirectory(prefix="qdqkit-verify-") as folder:
+        path = write_temporary(model, folder)
+        del model
+        numerics.release_freed_memory(collect=True)
+        emulation.session = numerics.make_session(path, optimize=True, spin=False)
+    emulation.input_types = {s.name: s.dtype for s in numerics.input_specs(emulation.session)}
+    return emulation
+
+
+def _emulation_model(
+    paths: OutputPaths, cache: CalibCache, sources: frozenset[Source], unscaled: list[str],
+    upcast: bool,
+) -> tuple[ir.Model, _Emulation]:
+    """The bundle's Q/DQ-free model emulating ``sources``, and what the emulation did."""
     model = _load_noqdq(paths, validate=False)  # verify validated it before any session
     # A weight in a Constant node is a weight to TensorRT's parser, as an initializer is.
     ConstantsToInitializers()(model)
@@ -342,13 +393,7 @@ def _emulate(
         real = {n: s for n, s in cache.scales.items() if s != 1.0}
         missing = insert_fake_quant(model, real)
         scaled = len(real) - len(missing)
-    with tempfile.TemporaryDirectory(prefix="qdqkit-verify-") as folder:
-        path = write_temporary(model, folder)
-        del model
-        numerics.release_freed_memory(collect=True)
-        session = numerics.make_session(path, optimize=True, spin=False)
-    types = {s.name: s.dtype for s in numerics.input_specs(session)}
-    return _Emulation(session, types, scaled, weights, fp16, missing)
+    return model, _Emulation(None, {}, scaled, weights, fp16, missing)
 
 
 # The split adds one source at a time, in this order; the last step is the full emulation. FP16

@@ -123,18 +123,26 @@ def _quantized_readers(graph: ir.Graph, value: ir.Value) -> tuple[ir.Node, ...] 
 def reference_names(
     translated: ir.Graph, reference: ir.Graph, tensors: Iterable[str]
 ) -> tuple[list[str], list[str]]:
-    """Rule 4: the reference's names for the translated ``tensors``, and the tensors it lacks.
+    """Rule 4: the reference's names for the translated ``tensors``, and the tensors it lacks."""
+    tensors = list(tensors)
+    found = reference_name_map(translated, reference, tensors)
+    return [found[n] for n in tensors if n in found], [n for n in tensors if n not in found]
+
+
+def reference_name_map(
+    translated: ir.Graph, reference: ir.Graph, tensors: Iterable[str]
+) -> dict[str, str]:
+    """The reference's name of each translated tensor it has a counterpart of.
 
     The translation keeps tensor names (a folded BatchNormalization's output passes to its conv);
     with renamed node outputs the node that wrote the tensor still has its name."""
     in_reference = values_by_name(reference)
     translated_values = values_by_name(translated)
     nodes = {node.name: node for node in reference if node.name}
-    found: list[str] = []
-    lacking: list[str] = []
+    found: dict[str, str] = {}
     for name in tensors:
         if name in in_reference:
-            found.append(name)
+            found[name] = name
             continue
         value = translated_values.get(name)
         producer = value.producer() if value is not None else None
@@ -142,10 +150,8 @@ def reference_names(
         twin = nodes.get(producer.name or "") if producer is not None else None
         if producer is not None and twin is not None and twin.op_type == producer.op_type \
                 and index is not None and index < len(twin.outputs) and twin.outputs[index].name:
-            found.append(twin.outputs[index].name or "")
-        else:
-            lacking.append(name)
-    return found, lacking
+            found[name] = twin.outputs[index].name or ""
+    return found
 
 
 def round_to_fp16(graph: ir.Graph, tensors: Iterable[str]) -> int:
