@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
+import onnx
 import onnx_ir as ir
 import pytest
 
@@ -42,3 +43,26 @@ def test_a_dequantized_network_output_takes_the_general_path() -> None:
     assert float_copy(model, QdqView(model.graph)) is None
     assert qdq_target.plan_target(model).points
 
+
+
+def test_a_pair_that_also_converts_becomes_a_cast() -> None:
+    # fix moves ModelOpt's input Q in front of the input's Cast to fp16 (so the engine reads the
+    # input as INT8): the pair then reads float32 and writes float16, and the float graph calibration
+    # runs needs a Cast there, or its conv reads float32 beside float16 weights.
+    from qdqkit.fixing.api import _prepare
+
+    model = producers.modelopt()
+    _prepare(model)
+    (pair,) = [n for n in model.graph if n.name == "input_Q"]
+    assert pair.inputs[0] is not None and pair.inputs[0].is_graph_input()
+    assert float_copy(model, QdqView(model.graph)) is None
+    copied = qdq_target.plan_target(model).float_model
+    assert copied is not None
+    (cast,) = [n for n in copied.graph if n.op_type == "Cast" and n.inputs[0] is not None
+               and n.inputs[0].is_graph_input()]
+    assert cast.attributes["to"].as_int() == onnx.TensorProto.FLOAT16
+    feeds = {"input": np.random.default_rng(0).standard_normal((1, 3, 32, 32)).astype(np.float32)}
+    (logits,) = run_model(copied, feeds)
+    float_model = producers.modelopt()  # the same graph with its Q/DQ and its own input Cast
+    expected = run_model(qdq_target._strip_clone(float_model), feeds)[0]
+    np.testing.assert_allclose(logits, expected, rtol=1e-2, atol=1e-2)

@@ -10,7 +10,8 @@ much as the rest of planning. Here each node is visited once, in order:
 3. Everything else is copied (attributes and weights shared, not duplicated); an initializer is
    copied when a copied node reads it.
 Cases ``StripQdqPairs`` handles with more than a re-link (a Q read by other ops too, a Q/DQ output
-that is a network output, a DQ of a computed tensor, a DQ breaking the spec) return None: the
+that is a network output, a DQ of a computed tensor, a pair that also converts float32 to float16,
+a DQ breaking the spec) return None: the
 caller falls back to clone and strip, which also words the errors.
 """
 
@@ -23,7 +24,7 @@ from onnx_ir._cloner import Cloner
 
 from qdqkit.core.constants import constant_source
 from qdqkit.core.qdq import QdqView, is_dequantize, is_quantize
-from qdqkit.passes.strip_qdq import _float_dtype, dequantized_array
+from qdqkit.passes.strip_qdq import _float_dtype, _scale_type, dequantized_array
 
 
 def float_copy(model: ir.Model, view: QdqView) -> ir.Model | None:
@@ -92,7 +93,12 @@ def _dequantized(node: ir.Node, view: QdqView, copy_of: Callable[[ir.Value], ir.
     q = view.quantize_of(node)
     if q is not None:
         source = q.inputs[0]
-        return copy_of(source) if source is not None else None
+        if source is None:
+            return None
+        have, want = source.dtype or _scale_type(view, q), out.dtype or _scale_type(view, node)
+        if None not in (have, want) and have != want:
+            return None  # a pair that also converts: stripping inserts a Cast
+        return copy_of(source)
     if constant_source(x) is not None:
         try:
             array = dequantized_array(view, node, _float_dtype(view, node))

@@ -16,6 +16,9 @@ Rules:
    ``graph input -> DQ``: the input becomes a float input carrying the DQ's scale.
 3. A DQ output that is a graph output keeps its name: ``x`` is renamed to it, or an Identity is
    inserted when ``x`` is itself a graph input or output.
+4. A pair that also converts (a Q reading float32, its DQ writing float16, as a network input's
+   Q moved in front of its Cast leaves it) becomes a Cast to the DQ's type, which carries the
+   scale too; its readers keep the type they were made for.
 
 The caller has already refused what implicit INT8 cannot carry (see ``translation.refusals``).
 """
@@ -26,6 +29,7 @@ import numpy as np
 import onnx_ir as ir
 
 from qdqkit.core.constants import constant_array, constant_source
+from qdqkit.core.names import taken_names, unique_name
 from qdqkit.core.qdq import WEIGHT_PATH_OPS, WEIGHTED_OPS, QdqView, is_quantize, node_label
 from qdqkit.core.qdq_math import dequantize, quantize
 from qdqkit.passes.fold_weight_path import evaluate_constant
@@ -89,6 +93,11 @@ def _quantized_constant(view: QdqView, q: ir.Node, dq: ir.Node) -> np.ndarray | 
     return dequantize(quantize(data, params), dq_params, _float_dtype(view, dq))
 
 
+def _scale_type(view: QdqView, node: ir.Node) -> ir.DataType | None:
+    params = view.params(node)
+    return params.scale_dtype if params is not None else None
+
+
 def _float_dtype(view: QdqView, dq: ir.Node) -> np.dtype:
     params = view.params(dq)
     if params is not None and params.scale_dtype in (ir.DataType.FLOAT16, ir.DataType.DOUBLE):
@@ -139,6 +148,7 @@ class StripQdqPairs(ir.passes.InPlacePass):
         # scale per tensor, so after translation every reader sees the quantized values.
         self.mixed_readers: dict[ir.Value, list[str]] = {}
         self._kept_weights: set[ir.Node] = set()  # DQs of weights that stay float (rule 1)
+        self._taken: set[str] | None = None  # names in use, once a Cast needs a new one
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         graph = model.graph
@@ -194,11 +204,14 @@ class StripQdqPairs(ir.passes.InPlacePass):
                     value = ir.Value(name=None, const_value=ir.Tensor(baked))
                     self._reroute(graph, dq, value, rerouted, initializer=True)
                     return
+            replacement = self._typed_like(graph, view, q, dq, source)
             if constant_source(source) is None and source not in self.constants:
                 params = view.params(q)
                 assert params is not None
                 self._record(source, params.implicit_int8_scale, q)
-            self._reroute(graph, dq, source, rerouted)
+                if replacement is not source:
+                    self._record(replacement, params.implicit_int8_scale, q)
+            self._reroute(graph, dq, replacement, rerouted)
             return
         if constant_source(x) is not None:
             array = dequantized_array(view, dq, _float_dtype(view, dq))
@@ -213,6 +226,27 @@ class StripQdqPairs(ir.passes.InPlacePass):
             self._reroute(graph, dq, x, rerouted)
             return
         raise AssertionError(f"unexpected DequantizeLinear {node_label(dq)}")
+
+    def _typed_like(
+        self, graph: ir.Graph, view: QdqView, q: ir.Node, dq: ir.Node, value: ir.Value
+    ) -> ir.Value:
+        """``value`` (what ``q`` reads), cast to the type ``dq`` writes when the two differ
+        (rule 4). Unknown types are read from the scales: a Q reads, and a DQ writes, its scale's
+        float type (float32 before opset 19)."""
+        out = dq.outputs[0]
+        want = out.dtype or _scale_type(view, dq)
+        have = value.dtype or _scale_type(view, q)
+        if want is None or have is None or want == have:
+            return value
+        if self._taken is None:
+            self._taken = taken_names(graph)
+        base = value.name or out.name or "tensor"
+        typed = ir.Value(name=unique_name(self._taken, f"{base}_as_{want.name.lower()}"))
+        cast = ir.Node("", "Cast", [value], [ir.AttrInt64("to", want)], outputs=[typed],
+                       name=unique_name(self._taken, f"{base}_cast"))
+        typed.dtype, typed.shape = want, out.shape
+        graph.insert_after(dq, cast)
+        return cast.outputs[0]
 
     def _keeps_float(self, value: ir.Value, view: QdqView) -> bool:
         if self.dequantize_float_layer_weights:
