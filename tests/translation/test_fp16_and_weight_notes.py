@@ -209,3 +209,29 @@ def test_a_layer_reading_no_quantized_activation_keeps_the_dequantized_weight(
         np.testing.assert_array_equal(weight_of[conv], w if float_weight else dequantized)
     result = verify(source, tmp_path / "out")
     assert result.passed and result.min_snr_db > 100
+
+
+def test_quantized_scalar_constants_stay_scalars(tmp_path: Path) -> None:
+    # ModelOpt's --target_dla quantizes the scalars of a YOLO head's anchor grid (Range start
+    # and delta), with a Cast after each DQ. Folding the Cast must keep them 0-d: Range takes
+    # only scalars, and onnxruntime refuses the model otherwise.
+    import onnxruntime as ort
+
+    g = GraphBuilder("grid", opset=13)
+    x = g.input("x", [8])
+    ends = []
+    for name, value in (("start", 0.0), ("delta", 1.0)):
+        dq = g.qdq(g.const(np.array(value, np.float32), name), 1.0 / 127, name=f"{name}_q")
+        ends.append(g.node("Cast", [dq], name=f"{name}_cast", to=TensorProto.FLOAT))
+    limit = g.const(np.array(8.0, np.float32), "limit")
+    grid = g.node("Range", [ends[0], limit, ends[1]], name="range")
+    g.output(g.node("Add", [g.qdq(x, 0.1, name="x_q"), grid], name="add", out="y"), [8])
+    translate(g.save(tmp_path / "grid.onnx"), tmp_path / "out")
+    translated = onnx.load(tmp_path / "out" / "grid_noqdq.onnx")
+    (range_node,) = [n for n in translated.graph.node if n.op_type == "Range"]
+    stored = {t.name: t for t in translated.graph.initializer}
+    assert all(list(stored[name].dims) == [] for name in range_node.input)
+    session = ort.InferenceSession(translated.SerializeToString(),
+                                   providers=["CPUExecutionProvider"])
+    values = np.linspace(-1, 1, 8, dtype=np.float32)
+    np.testing.assert_allclose(session.run(None, {"x": values})[0], values + np.arange(8))

@@ -102,7 +102,9 @@ class Quantization:
             q = quantize(values, self.params).astype(np.float32)
             self._count_ends(rounded + _zero(self.params, values), q)
             return dequantize(q, self.params).astype(np.float32)
-        q = np.rint(values / self.scale)
+        q = np.empty_like(values)  # an array even for a 0-d tensor, so the steps stay in place
+        np.divide(values, self.scale, out=q)
+        np.rint(q, out=q)
         q += self.zero
         self._count_ends(q, None)
         np.clip(q, self.low, self.high, out=q)

@@ -76,7 +76,7 @@ class FoldWeightReshapeTranspose(ir.passes.InPlacePass):
             result = evaluate(node, values)
             if result is None:
                 continue
-            folded = ir.Value(name=None, const_value=ir.Tensor(np.ascontiguousarray(result)))
+            folded = ir.Value(name=None, const_value=ir.Tensor(np.asarray(result, order="C")))
             name = out.name
             out.replace_all_uses_with(folded)
             graph.remove(node, safe=True)

@@ -72,7 +72,7 @@ class FoldDequantizedWeightPath(ir.passes.InPlacePass):
                 source = dq.inputs[0]
                 base = (source.name if source is not None and source.name else "weight")
                 floating = ir.Value(name=f"{base}_folded", const_value=ir.Tensor(
-                    np.ascontiguousarray(array)))
+                    np.asarray(array, order="C")))
                 graph.register_initializer(floating)
                 node.replace_input_with(index, floating)
                 for step in reversed(path):

@@ -50,7 +50,7 @@ class OutputStore:
         folder = Path(self._spill.name) / str(len(self._batches))
         folder.mkdir()
         for index, name in enumerate(self.names):  # index, not name: names may not be file names
-            np.save(folder / f"{index}.npy", np.ascontiguousarray(outputs[name]),
+            np.save(folder / f"{index}.npy", np.asarray(outputs[name], order="C"),
                     allow_pickle=False)
         self._batches.append(folder)
 
