@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
@@ -498,3 +499,53 @@ def test_a_scalar_constant_quantized_as_a_weight_is_measured(tmp_path: Path) -> 
     expected = 10 * math.log10(0.1037**2 / float(np.float32(0.1037) - dequantized) ** 2)
     assert weight.channel_snr_db == pytest.approx([expected], rel=1e-4)
     assert weight.snr_db == pytest.approx(expected, rel=1e-4)
+
+
+def test_a_quantized_scalar_activation_is_measured(tmp_path: Path) -> None:
+    # A computed 0-d tensor behind a Q/DQ pair (a YOLO head's grid limit, quantized for DLA).
+    from qdqkit.examples.graph import GraphBuilder
+
+    def build(quantized: bool) -> onnx.ModelProto:
+        g = GraphBuilder("scalar_activation", seed=0)
+        x = g.input("x", [1, 4, 8, 8])
+        total = g.node("ReduceSum", [x], name="total", keepdims=0)
+        total = g.qdq(total, 0.5, name="total_q") if quantized else total
+        g.output(g.node("Mul", [x, total], name="scaled", out="y"), [1, 4, 8, 8])
+        return g.proto()
+
+    fpath, qpath = tmp_path / "float.onnx", tmp_path / "int8.onnx"
+    onnx.save(build(False), fpath)
+    onnx.save(build(True), qpath)
+    result = compare(fpath, qpath, None, what_if=0, progress=False, samples=2)
+    assert result.output_snr_db is not None and math.isfinite(result.output_snr_db)
+    row = result.node("scaled")
+    assert row.quantized_inputs == ["total_out"] and row.local is not None
+    assert 0 < row.local.snr_db < 80  # the sum rounded to a step of 0.5
+
+
+def test_placeholder_dimension_names_do_not_tie_tensors_together(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # ModelOpt writes value_info naming every unknown dimension 'unk'; onnxruntime reads one name
+    # as one size, and a local model cut from such a graph had it reuse a 24-channel buffer for a
+    # 96-channel tensor. The pieces compare builds keep no declared shapes for computed tensors.
+    fpath, qpath = float_and_quant(tmp_path)
+    model = onnx.shape_inference.infer_shapes(onnx.load(qpath))
+    for info in model.graph.value_info:
+        for dim in info.type.tensor_type.shape.dim:
+            dim.dim_param = "unk"
+    onnx.save(model, qpath)
+    import qdqkit.comparison.api as compare_api
+
+    pieces: list[Any] = []
+    build = compare_api.make_session
+
+    def recording(model: Any, **options: Any) -> Any:
+        pieces.append(model)
+        return build(model, **options)
+
+    monkeypatch.setattr(compare_api, "make_session", recording)
+    result = compare(fpath, qpath, _data(tmp_path), what_if=2, progress=False)
+    assert result.layer_ranking and all(n.local is not None for n in result.nodes
+                                        if n.op_type == "Conv")
+    (local,) = pieces  # the layer-wise piece: no computed tensor keeps a declared shape
+    assert not [v for n in local.graph for v in n.outputs if v.shape is not None]

@@ -172,10 +172,21 @@ def local_model(proto: onnx.ModelProto, nodes: dict[int, str], value_pairs: dict
     if not outputs:
         return None
     keep_only(graph, outputs, drop_unread_inputs=True)
+    forget_computed_shapes(graph)
     inputs = tuple(v.name or "" for v in graph.inputs if v.name not in feeds)
     used = {v.name for v in graph.inputs}
     return LocalModel(model, {k: v for k, v in feeds.items() if k in used}, inputs,
                       {str(v.name): str(v.name) for v in outputs})
+
+
+def forget_computed_shapes(graph: ir.Graph) -> None:
+    """Drop the shapes the source declared for computed tensors: onnxruntime infers them from the
+    inputs, and trusts declared ones when planning its buffers. Some producers name every unknown
+    dimension alike ('unk' throughout, as ModelOpt writes), which ties unrelated sizes together
+    once a model is cut into pieces and those tensors become its inputs and outputs."""
+    for node in graph:
+        for value in node.outputs:
+            value.shape = None
 
 
 def what_if_model(proto: onnx.ModelProto, nodes: Mapping[int, Mapping[int, np.ndarray]], *,
