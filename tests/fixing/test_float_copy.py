@@ -56,8 +56,11 @@ def test_a_pair_that_also_converts_becomes_a_cast() -> None:
     (pair,) = [n for n in model.graph if n.name == "input_Q"]
     assert pair.inputs[0] is not None and pair.inputs[0].is_graph_input()
     assert float_copy(model, QdqView(model.graph)) is None
-    copied = qdq_target.plan_target(model).float_model
+    plan = qdq_target.plan_target(model)
+    copied = plan.float_model
     assert copied is not None
+    # The Cast keeps the values, so the input's scale carries across it to the conv's input.
+    assert not plan.missing
     (cast,) = [n for n in copied.graph if n.op_type == "Cast" and n.inputs[0] is not None
                and n.inputs[0].is_graph_input()]
     assert cast.attributes["to"].as_int() == onnx.TensorProto.FLOAT16

@@ -12,9 +12,9 @@
    made initializers first as ``quantize`` makes them. A scale group (Concat, MaxPool
    and SPPF families, Add inputs) takes the widest scale any member carries; a group no member
    carries a scale for takes the widest scale of its neighbours across a scale-preserving op
-   (copies, pools, Resize, Concat, Relu); else a scale given by the caller (``--calib``); else it
-   is listed as missing and its points are left out (a weighted op whose input has no scale stays
-   as it is).
+   (copies, pools, Resize, Concat, Relu, a Cast between float types); else a scale given by the
+   caller (``--calib``); else it is listed as missing and its points are left out (a weighted op
+   whose input has no scale stays as it is).
 3. Everything is keyed by tensor and node names, which rewriting the model does not change.
 """
 
@@ -27,7 +27,7 @@ import numpy as np
 import onnx_ir as ir
 
 from qdqkit.core.errors import QdqkitError
-from qdqkit.core.qdq import QdqView, QuantParams, node_label, quant_range
+from qdqkit.core.qdq import FLOAT_TYPES, QdqView, QuantParams, node_label, quant_range
 from qdqkit.core.shapes import ValueTypes
 from qdqkit.passes.constants_to_initializers import ConstantsToInitializers
 from qdqkit.passes.float_copy import float_copy
@@ -130,18 +130,30 @@ def _neighbour_scale(value: ir.Value, scales: Mapping[str, float]) -> tuple[floa
         following: list[ir.Value] = []
         for current in frontier:
             producer = current.producer()
-            if producer is not None and (producer.op_type in _BACKWARD or is_commuting(producer)):
+            if producer is not None and (producer.op_type in _BACKWARD or is_commuting(producer)
+                                         or _float_cast(producer)):
                 following.extend(v for v in producer.inputs if v is not None
                                  and v.const_value is None)
             for use in current.uses():
-                if use.node.op_type in _SCALE_KEEPING or is_commuting(use.node):
-                    following.extend(use.node.outputs)
+                node = use.node
+                if node.op_type in _SCALE_KEEPING or is_commuting(node) or _float_cast(node):
+                    following.extend(node.outputs)
         frontier = [v for v in following if v not in seen]
         seen.update(frontier)
         found.extend((scales[v.name], v.name) for v in frontier if v.name and v.name in scales)
         if found:
             break
     return max(found) if found else None
+
+
+def _float_cast(node: ir.Node) -> bool:
+    """A Cast from one float type to another (float32 -> float16 after a network input, or the
+    Cast stripping a converting Q/DQ pair leaves): the values, and so the scale, are kept."""
+    if node.op_type != "Cast" or "to" not in node.attributes:
+        return False
+    source = node.inputs[0] if node.inputs else None
+    target = ir.DataType(node.attributes["to"].as_int())
+    return target in FLOAT_TYPES and source is not None and source.dtype in FLOAT_TYPES
 
 
 def plan_target(
