@@ -6,8 +6,9 @@
 2. QDQ102: in a quantized model, a weighted op with neither side quantized runs float. Not
    reported where INT8 would not pay: its input comes from a layer that cannot write INT8 (a
    float layer, or an INT8 conv whose fused residual input is float, C3), so its Q would be a
-   Reformat of its own, and the cost model says the op saves less in INT8
-   than that Reformat costs (E1; ``trt.placement.costs``, the rule ``quantize`` places by), nor
+   Reformat of its own, and the cost model says the op saves less in INT8, with the Q Reformats
+   after it that its own INT8 output would remove, than that Reformat costs (E1;
+   ``trt.placement.costs``, the rule ``quantize`` places by), nor
    where the model records the op as kept float on purpose (``core.kept_float``: ``quantize``
    writes why, e.g. a whole INT8 region that would not pay, which one op's view cannot see),
    nor where the placement's size rule keeps it float (``trt.placement.sizes``: too few
@@ -166,4 +167,7 @@ def _int8_would_not_pay(ctx: LintContext, layer: EngineLayer | None,
         # An INT8 conv that fused a float residual input writes float (C3): its Q stands alone.
     gpu = ctx.latency.gpu if ctx.latency is not None else DEFAULT_GPU
     tensor = next((t for t in layer.inputs if t.name == activation.name), layer.inputs[0])
-    return int8_saving(layer, gpu) <= reformat_time(tensor, gpu)
+    # A Q Reformat reading the op's float output goes too: in INT8 the op writes INT8 itself.
+    after = sum(reformat_time(r.inputs[0], gpu) for r in ctx.prediction.reformats_reading(layer)
+                if r.inputs and r.outputs and r.outputs[0].precision.is_quantized)
+    return int8_saving(layer, gpu) + after <= reformat_time(tensor, gpu)
