@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -475,6 +476,14 @@ def test_fp8_qdq_is_emulated_as_onnxruntime_runs_it(tmp_path: Path) -> None:
     assert conv.weights and 25 < conv.weights[0].snr_db < 40
 
 
+def _compare_built(tmp_path: Path, build: Callable[[bool], onnx.ModelProto]) -> Any:
+    """``compare`` of ``build(False)`` (the float model) with ``build(True)`` on random data."""
+    fpath, qpath = tmp_path / "float.onnx", tmp_path / "int8.onnx"
+    onnx.save(build(False), fpath)
+    onnx.save(build(True), qpath)
+    return compare(fpath, qpath, None, what_if=0, progress=False, samples=2)
+
+
 def test_a_scalar_constant_quantized_as_a_weight_is_measured(tmp_path: Path) -> None:
     # ModelOpt's --target_dla quantizes every input, the scalar of a box decoder's Mul by 0.1
     # included: the scalar is a weight of one channel, and its error is that of its one value.
@@ -490,10 +499,7 @@ def test_a_scalar_constant_quantized_as_a_weight_is_measured(tmp_path: Path) -> 
         g.output(g.node("Mul", [x, scalar], name="decode", out="y"), [1, 4, 8, 8])
         return g.proto()
 
-    fpath, qpath = tmp_path / "float.onnx", tmp_path / "int8.onnx"
-    onnx.save(build(False), fpath)
-    onnx.save(build(True), qpath)
-    result = compare(fpath, qpath, None, what_if=0, progress=False, samples=2)
+    result = _compare_built(tmp_path, build)
     (weight,) = result.node("decode").weights
     dequantized = np.float32(round(127 / 1.5) * (0.1037 / 127 * 1.5))
     expected = 10 * math.log10(0.1037**2 / float(np.float32(0.1037) - dequantized) ** 2)
@@ -513,10 +519,7 @@ def test_a_quantized_scalar_activation_is_measured(tmp_path: Path) -> None:
         g.output(g.node("Mul", [x, total], name="scaled", out="y"), [1, 4, 8, 8])
         return g.proto()
 
-    fpath, qpath = tmp_path / "float.onnx", tmp_path / "int8.onnx"
-    onnx.save(build(False), fpath)
-    onnx.save(build(True), qpath)
-    result = compare(fpath, qpath, None, what_if=0, progress=False, samples=2)
+    result = _compare_built(tmp_path, build)
     assert result.output_snr_db is not None and math.isfinite(result.output_snr_db)
     row = result.node("scaled")
     assert row.quantized_inputs == ["total_out"] and row.local is not None
