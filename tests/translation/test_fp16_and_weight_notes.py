@@ -235,3 +235,40 @@ def test_quantized_scalar_constants_stay_scalars(tmp_path: Path) -> None:
                                    providers=["CPUExecutionProvider"])
     values = np.linspace(-1, 1, 8, dtype=np.float32)
     np.testing.assert_allclose(session.run(None, {"x": values})[0], values + np.arange(8))
+
+
+@pytest.mark.parametrize("coarse", [False, True])
+def test_a_weight_already_on_tensorrts_grid_is_stored_as_quantized(
+        tmp_path: Path, coarse: bool) -> None:
+    # ModelOpt's default output stores scales as float16: max|w|/127 rounded, so its Q/DQ values
+    # differ from TensorRT's requantization of the float weight by a step here and there. Those
+    # values are on TensorRT's grid (each channel's largest integer is 127), so storing them
+    # makes the engine compute the Q/DQ model's weight exactly. A weight at a coarser scale (its
+    # largest integer 100) is not on that grid: it keeps its float weight and its note.
+    from qdqkit.verification import verify
+
+    rng = np.random.default_rng(7)
+    w = rng.normal(0, 0.1, (16, 8, 3, 3)).astype(np.float32)
+    amax = np.abs(w.reshape(16, -1)).max(axis=1)
+    scale = (amax / (100 if coarse else 127)).astype(np.float16).astype(np.float32)
+    g = GraphBuilder("fp16_scales")
+    x = g.input("x", [1, 8, 8, 8])
+    params = [g.const(scale, "w_scale"), g.const(np.zeros(16, np.int8), "w_zp")]
+    wq = g.node("QuantizeLinear", [g.const(w, "w"), *params], axis=0, name="w_Q")
+    wdq = g.node("DequantizeLinear", [wq, *params], axis=0, name="w_DQ")
+    y = g.node("Conv", [g.qdq(x, 0.02, name="x"), wdq], name="conv", pads=[1, 1, 1, 1])
+    g.output(g.qdq(y, 0.05, name="y"))
+    source = g.save(tmp_path / "m.onnx")
+    result = translate(source, tmp_path / "out")
+    translated = onnx.load(tmp_path / "out" / "m_noqdq.onnx").graph
+    (conv,) = [n for n in translated.node if n.op_type == "Conv"]
+    stored = {t.name: numpy_helper.to_array(t) for t in translated.initializer}[conv.input[1]]
+    dequantized = np.clip(np.rint(w / scale.reshape(-1, 1, 1, 1)), -128, 127) \
+        * scale.reshape(-1, 1, 1, 1)
+    if coarse:
+        np.testing.assert_array_equal(stored, w)
+        assert [m.weight for m in result.weight_scale_mismatches] == ["w"]
+    else:
+        np.testing.assert_array_equal(stored, dequantized.astype(np.float32))
+        assert result.weight_scale_mismatches == []
+        assert verify(source, tmp_path / "out").min_snr_db == float("inf")

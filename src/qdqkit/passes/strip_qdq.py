@@ -11,7 +11,7 @@ Rules:
    Q/DQ model's numbers. With ``dequantize_float_layer_weights`` (translation), so does the
    weight of a layer that reads no quantized activation (a Conv after an unquantized Mul): that
    layer runs FP16, where TensorRT computes with the weight as given, and the Q/DQ model
-   computes with the dequantized one.
+   computes with the dequantized one; and so does each weight in ``dequantized_weights``.
 2. ``int8/int32 constant -> DQ``: the DQ is folded into a float initializer ``(q - zp) * scale``;
    ``graph input -> DQ``: the input becomes a float input carrying the DQ's scale.
 3. A DQ output that is a graph output keeps its name: ``x`` is renamed to it, or an Identity is
@@ -133,6 +133,7 @@ class StripQdqPairs(ir.passes.InPlacePass):
         self, scales: ScaleTable, constants: set[ir.Value] | None = None,
         view: QdqView | None = None, remove_dead_constants: bool = False,
         dequantize_float_layer_weights: bool = False,
+        dequantized_weights: set[ir.Value] | None = None,
     ) -> None:
         super().__init__()
         self.view = view
@@ -142,6 +143,9 @@ class StripQdqPairs(ir.passes.InPlacePass):
         self.constants = constants or set()
         self.remove_dead_constants = remove_dead_constants
         self.dequantize_float_layer_weights = dequantize_float_layer_weights
+        # Float weights stored as their Q/DQ pair computes them even for an INT8 layer: values
+        # already on TensorRT's grid (``translation.weight_scales``), which requantize to themselves.
+        self.dequantized_weights = dequantized_weights or set()
         self.removed = 0
         self.conflicts: list[str] = []
         # Activations the Q/DQ model reads both quantized and directly; implicit INT8 has one
@@ -198,7 +202,7 @@ class StripQdqPairs(ir.passes.InPlacePass):
             source = q.inputs[0]
             assert source is not None
             constant = constant_source(source) is not None or source in self.constants
-            if constant and dq not in self._kept_weights:
+            if constant and (dq not in self._kept_weights or source in self.dequantized_weights):
                 baked = _quantized_constant(view, q, dq)
                 if baked is not None:
                     value = ir.Value(name=None, const_value=ir.Tensor(baked))

@@ -47,7 +47,7 @@ from qdqkit.passes.strip_qdq import StripQdqPairs
 from qdqkit.translation.fp16 import Fp16Selection, explicit_fp32_nodes, select_fp16_nodes
 from qdqkit.translation.propagate import PropagationOptions, propagate_scales
 from qdqkit.translation.refusals import check_translatable
-from qdqkit.translation.weight_scales import WeightScaleMismatch, weight_scale_mismatches
+from qdqkit.translation.weight_scales import WeightScaleMismatch, scan_weight_scales
 from qdqkit.translation.writer import SOURCE_KEY, OutputPaths, write_outputs
 from qdqkit.trt.calib_cache import check_version
 
@@ -175,7 +175,10 @@ def translate_model(
     view = QdqView(graph)
     constants = view.constant_values
     warnings = check_translatable(view, where, constants)
-    mismatches = weight_scale_mismatches(view) if options.check_weight_scales else []
+    # Always scanned: a weight already on TensorRT's grid is stored as the Q/DQ pair computes it
+    # whatever the flag, which only decides whether the others are reported.
+    weight_scan = scan_weight_scales(view)
+    mismatches = weight_scan.mismatches if options.check_weight_scales else []
     fp32_nodes = explicit_fp32_nodes(graph)
     if fp32_nodes is not None and _float32_interface(graph):
         # Rule 4: widened before any weight is dequantized or folded.
@@ -188,7 +191,8 @@ def translate_model(
         RenameNodeOutputs()(model)
     scales = ScaleTable()
     strip = StripQdqPairs(scales, constants, view, remove_dead_constants=True,
-                          dequantize_float_layer_weights=True)
+                          dequantize_float_layer_weights=True,
+                          dequantized_weights=weight_scan.on_grid)
     strip(model)
     warnings += strip.conflicts
     mixed = list(strip.mixed_readers.items())

@@ -31,9 +31,25 @@ class WeightScaleMismatch:
     max_relative_difference: float
 
 
+@dataclass
+class WeightScan:
+    """``mismatches``: weights TensorRT would compute with other values than the Q/DQ model;
+    ``on_grid``: float weights (behind a Q) whose Q/DQ values are already on TensorRT's grid though
+    their scales are not max|w|/127 (a float16-rounded scale): stored as the Q/DQ pair computes
+    them, they requantize to themselves, so they are not mismatches."""
+
+    mismatches: list[WeightScaleMismatch]
+    on_grid: set[ir.Value]
+
+
 def weight_scale_mismatches(view: QdqView, tolerance: float = 1e-6) -> list[WeightScaleMismatch]:
     """Weights whose values TensorRT's per-channel max|w|/127 requantization would change."""
-    found: list[WeightScaleMismatch] = []
+    return scan_weight_scales(view, tolerance).mismatches
+
+
+def scan_weight_scales(view: QdqView, tolerance: float = 1e-6) -> WeightScan:
+    """Every quantized weight compared with what TensorRT's requantization makes of it."""
+    scan = WeightScan([], set())
     for node in view.weighted_nodes:
         index = view.weight_index(node)
         ref = view.weight_ref(node, index) if index is not None else None
@@ -48,15 +64,15 @@ def weight_scale_mismatches(view: QdqView, tolerance: float = 1e-6) -> list[Weig
             fake_quantized = None  # the model computes with w itself
         if w is None or w.ndim == 0:
             continue
-        _compare(found, node, index, ref.source, np.asarray(w, np.float32), fake_quantized,
+        _compare(scan, node, index, ref.source, np.asarray(w, np.float32), fake_quantized,
                  ref.params.scale, tolerance)
         del w
         release_mapped(ref.source)
-    return found
+    return scan
 
 
 def _compare(
-    found: list[WeightScaleMismatch], node: ir.Node, index: int, source: ir.Value | None,
+    scan: WeightScan, node: ir.Node, index: int, source: ir.Value | None,
     w: np.ndarray, fake_quantized: QuantParams | None, scales: np.ndarray, tolerance: float,
 ) -> None:
     """Note the weight if TensorRT computes with other values than the Q/DQ model does.
@@ -64,7 +80,9 @@ def _compare(
     Scales equal to max|w|/127 up to float rounding are TensorRT's own (a value exactly between two
     steps may round the other way; that is not a different quantization). Otherwise the weight is
     requantized as TensorRT does and compared with the values the Q/DQ model uses: a scale 127x
-    too large on a weight whose integers are all -1, 0, 1 still gives the same values.
+    too large on a weight whose integers are all -1, 0, 1 still gives the same values. A float
+    weight whose Q/DQ values requantize to themselves (each channel's largest integer 127) is
+    on TensorRT's grid: the translation stores those values (``StripQdqPairs``).
     """
     axis = output_channel_axis(node, index, w.ndim)
     expected = implicit_weight_scales(w, axis)
@@ -76,6 +94,10 @@ def _compare(
             return
     # The values the Q/DQ model computes with, needed only now that the scales differ.
     used = w if fake_quantized is None else fake_quantize(w, fake_quantized)
+    if fake_quantized is not None and source is not None \
+            and not trt_requantize_weight(used, axis)[1].any():
+        scan.on_grid.add(source)
+        return
     requantized, _ = trt_requantize_weight(w, axis)
     moved = np.moveaxis(np.abs(requantized.astype(np.float64) - used), axis, 0)
     rows = moved.reshape(moved.shape[0], -1)
@@ -85,4 +107,4 @@ def _compare(
     worst = float(change.max()) if change.size else 0.0
     if worst > 4 * float(np.finfo(np.float32).eps):
         name = source.name if source is not None and source.name else ""
-        found.append(WeightScaleMismatch(node_label(node), name, worst))
+        scan.mismatches.append(WeightScaleMismatch(node_label(node), name, worst))
