@@ -272,3 +272,22 @@ def test_a_weight_already_on_tensorrts_grid_is_stored_as_quantized(
         np.testing.assert_array_equal(stored, dequantized.astype(np.float32))
         assert result.weight_scale_mismatches == []
         assert verify(source, tmp_path / "out").min_snr_db == float("inf")
+
+
+def test_a_conv_with_a_quantized_input_and_a_float_weight_is_pinned_to_fp16(
+        tmp_path: Path) -> None:
+    # ModelOpt left one conv of the PP-OCRv6 detector so: the Q/DQ model (and an explicit build)
+    # runs it float with its float weight. Implicit INT8 would run it INT8, its input having a
+    # scale, with the weight requantized; pinned to FP16 it computes what the Q/DQ model does.
+    from qdqkit.verification import verify
+
+    g = GraphBuilder("half_quantized")
+    x = g.input("x", [1, 8, 8, 8])
+    y = g.conv(g.qdq(x, 0.02, name="x"), 8, 16, weight="float", name="half")
+    y = g.conv(g.qdq(g.node("Relu", [y], name="relu"), 0.05, name="act"), 16, 16, name="full")
+    g.output(g.qdq(y, 0.05, name="y"))
+    source = g.save(tmp_path / "m.onnx")
+    result = translate(source, tmp_path / "out")
+    assert "half" in result.fp16_nodes and "full" not in result.fp16_nodes
+    checked = verify(source, tmp_path / "out")
+    assert checked.passed and checked.min_snr_db > 100

@@ -44,7 +44,12 @@ from qdqkit.passes.fold_weight_path import FoldWeightReshapeTranspose
 from qdqkit.passes.name_nodes import NameUnnamedNodes, RenameNodeOutputs
 from qdqkit.passes.scales import ScaleOrigin, ScaleTable
 from qdqkit.passes.strip_qdq import StripQdqPairs
-from qdqkit.translation.fp16 import Fp16Selection, explicit_fp32_nodes, select_fp16_nodes
+from qdqkit.translation.fp16 import (
+    Fp16Selection,
+    explicit_fp32_nodes,
+    float_weight_layers,
+    select_fp16_nodes,
+)
 from qdqkit.translation.propagate import PropagationOptions, propagate_scales
 from qdqkit.translation.refusals import check_translatable
 from qdqkit.translation.weight_scales import WeightScaleMismatch, scan_weight_scales
@@ -179,6 +184,7 @@ def translate_model(
     # whatever the flag, which only decides whether the others are reported.
     weight_scan = scan_weight_scales(view)
     mismatches = weight_scan.mismatches if options.check_weight_scales else []
+    half_quantized = float_weight_layers(view)  # read before the Q/DQ go
     fp32_nodes = explicit_fp32_nodes(graph)
     if fp32_nodes is not None and _float32_interface(graph):
         # Rule 4: widened before any weight is dequantized or folded.
@@ -226,6 +232,10 @@ def translate_model(
     propagated_only = _copy_scales(scales) if options.add_unary_ew_scales_for_dla else scales
     selection = select_fp16_nodes(graph, scales, options.add_unary_ew_scales_for_dla, fp32_nodes)
     hint = _propagation_hint(graph, propagated_only, selection, options, fp32_nodes)
+    # Layers the Q/DQ model runs float with a float weight, its activation quantized: pinned
+    # after the hint, which no propagation changes.
+    pinned = set(selection.nodes) | set(selection.fp32_nodes)
+    selection.nodes += [n.name or "" for n in half_quantized if n.name not in pinned]
     named = _scales_by_name(graph, scales)
     _check_printable(where, named, selection.nodes)
     if log.isEnabledFor(logging.DEBUG):

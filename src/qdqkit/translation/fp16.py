@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import onnx_ir as ir
 
 from qdqkit.core.constants import constant_derived_values
-from qdqkit.core.qdq import FLOAT_TYPES
+from qdqkit.core.qdq import FLOAT_TYPES, QdqView
 from qdqkit.passes.scales import ScaleOrigin, ScaleTable
 from qdqkit.trt.predict.ops import is_add
 
@@ -155,3 +155,24 @@ def select_fp16_nodes(graph: ir.Graph, scales: ScaleTable, add_unary: bool = Fal
     selection.nodes = list(listed)
     selection.fp32_nodes = [name for name in fp32 if name and name not in listed]
     return selection
+
+
+def float_weight_layers(view: QdqView) -> list[ir.Node]:
+    """Weighted ops that read a dequantized activation but a float weight (no DQ on it).
+
+    The Q/DQ model, and an explicit build of it, runs them float with that weight. Implicit INT8
+    would run them INT8, their activation having a scale, and requantize the weight, so the
+    translation pins them to FP16 instead.
+    """
+    found = []
+    for node in view.weighted_nodes:
+        index = view.weight_index(node)
+        ref = view.weight_ref(node, index) if index is not None else None
+        activation = view.activation_index(node)
+        if ref is None or ref.quantized or activation is None:
+            continue
+        value = node.inputs[activation]
+        if value is not None and view.dequantize_producer(value) is not None \
+                and value not in view.constant_values:
+            found.append(node)
+    return found

@@ -326,13 +326,22 @@ def _fp32_layers(paths: OutputPaths) -> frozenset[str]:
     """The layers the bundle's ``--layerPrecisions`` keeps FP32 (a mixed-precision source's
     float32 nodes, kept there for their range): the build runs them FP32, so the emulation must
     not round what they write to FP16."""
+    return frozenset(n for n, p in _layer_precisions(paths).items() if p == "fp32")
+
+
+def _float_layers(paths: OutputPaths) -> frozenset[str]:
+    """Every layer ``--layerPrecisions`` pins to FP16 or FP32: none runs INT8, so none has its
+    weight requantized."""
+    return frozenset(_layer_precisions(paths))
+
+
+def _layer_precisions(paths: OutputPaths) -> dict[str, str]:
     if not paths.layer_arg.is_file():
-        return frozenset()
+        return {}
     try:
-        precisions = parse_layer_precisions(paths.layer_arg.read_text())
+        return dict(parse_layer_precisions(paths.layer_arg.read_text()))
     except QdqkitError as exc:
         raise QdqkitError(f"{paths.layer_arg}: {exc}; translate the model again") from None
-    return frozenset(name for name, precision in precisions.items() if precision == "fp32")
 
 
 def _unscaled_tensors(model: ir.Model, cache: CalibCache,
@@ -383,7 +392,7 @@ def _emulation_model(
         upcast_float16(model)
     weights = (0, 0)
     if Source.WEIGHTS in sources:
-        weights = quantize_weights(model.graph, set(cache.scales))
+        weights = quantize_weights(model.graph, set(cache.scales), _float_layers(paths))
     fp16 = round_to_fp16(model.graph, unscaled) if Source.FP16 in sources else 0
     missing: list[str] = []
     scaled = 0

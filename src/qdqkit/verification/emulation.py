@@ -9,8 +9,9 @@ source's cost can be measured alone:
    and its layers quantize it as they read it, but an If or Loop body, whose layers carry no
    cached scale, reads it as given (as the Q/DQ model's body does).
 2. ``WEIGHTS``: the weight of every INT8 layer (Conv, ConvTranspose, Gemm, MatMul whose activation
-   input has a scale) becomes what TensorRT computes with: per output channel, scale max|w|/127 in
-   float32 (``core.qdq_math.trt_requantize_weight``; a weight already on that grid is unchanged).
+   input has a scale, unless ``--layerPrecisions`` pins it to FP16 or FP32) becomes what TensorRT
+   computes with: per output channel, scale max|w|/127 in float32
+   (``core.qdq_math.trt_requantize_weight``; a weight already on that grid is unchanged).
 3. ``FP16``: every float tensor left without a scale is rounded to float16 (Cast -> Cast), and so
    are the constant float inputs of the layers that read them (a weight computed by a
    DequantizeLinear of constants too): those layers run FP16 on the device.
@@ -54,15 +55,17 @@ def fake_quantize_weight(w: np.ndarray, axis: int) -> np.ndarray:
     return trt_requantize_weight(w, axis)[0].astype(w.dtype, copy=False)
 
 
-def quantize_weights(graph: ir.Graph, scaled: set[str]) -> tuple[int, int]:
-    """Requantize the weights of weighted ops whose activation has a scale, as TensorRT does.
+def quantize_weights(graph: ir.Graph, scaled: set[str],
+                     float_layers: frozenset[str] = frozenset()) -> tuple[int, int]:
+    """Requantize the weights of weighted ops whose activation has a scale, as TensorRT does,
+    except in the layers the bundle pins to FP16 or FP32 (``float_layers``), which keep theirs.
 
     Returns (weights requantized, of which changed by requantization).
     """
     done: set[ir.Value] = set()
     changed = 0
     for node in graph:
-        if node.op_type not in WEIGHTED_OPS:
+        if node.op_type not in WEIGHTED_OPS or node.name in float_layers:
             continue
         index = weight_index(node, lambda i: _is_initializer(node.inputs[i]))  # noqa: B023
         if index is None:
