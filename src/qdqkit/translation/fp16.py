@@ -166,6 +166,8 @@ def float_weight_layers(view: QdqView) -> list[ir.Node]:
     """
     found = []
     for node in view.weighted_nodes:
+        if all(view.dequantize_producer(v) is not None for v in node.inputs[:2]):
+            continue  # both operands dequantized, the usual case: nothing to pin
         index = view.weight_index(node)
         ref = view.weight_ref(node, index) if index is not None else None
         activation = view.activation_index(node)
