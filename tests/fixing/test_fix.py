@@ -342,3 +342,42 @@ def test_a_standalone_q_in_a_region_that_pays_is_weighed_alone() -> None:
     assert result.model is not None and result.exit_code == 0
     assert list(result.unpaid_float) == ["pe"] and "predicted faster" in result.unpaid_float["pe"]
     assert "QDQ407" not in lint(result.model, trt="11").codes()
+
+
+@pytest.mark.parametrize("constant_node", [False, True])
+def test_a_per_tensor_float_weight_is_quantized_again_per_channel(constant_node: bool) -> None:
+    # ModelOpt quantizes weights stored in Constant nodes (paddle2onnx's way) with one scale: a
+    # channel of small weights then loses its values to the largest channel's step. fix goes
+    # back to the float weight behind the Q and quantizes it per output channel (QDQ403).
+    from qdqkit.examples.graph import GraphBuilder, run_model
+
+    g = GraphBuilder("per_tensor", seed=3)
+    x = g.input("x", [1, 16, 8, 8])
+    w = g.rng.normal(0, 0.1, (16, 16, 3, 3)).astype(np.float32)
+    w[8:] *= 0.001  # half the channels 1000x smaller: under half a per-tensor step
+    scale = np.float32(np.abs(w).max() / 127)
+    params = [g.const(np.array(scale), "w_scale"), g.const(np.array(0, np.int8), "w_zp")]
+    stored = g.constant(w, "w") if constant_node else g.const(w, "w")
+    wq = g.node("QuantizeLinear", [stored, *params], name="w_Q")
+    y = g.node("Conv", [g.qdq(x, 0.02, name="x"), g.node("DequantizeLinear", [wq, *params],
+                                                         name="w_DQ")],
+               name="conv", pads=[1, 1, 1, 1], kernel_shape=[3, 3])
+    g.output(g.node("Relu", [y], name="relu"))
+    model = g.ir()
+    assert "QDQ403" in _fixable_codes(model)
+    result = fix(model, rules=["QDQ403"])
+    assert result.model is not None and "QDQ403" not in _fixable_codes(result.model)
+    feeds = {"x": g.rng.normal(0, 1, (1, 16, 8, 8)).astype(np.float32)}
+    reference = GraphBuilder("float", seed=3)
+    xf = reference.input("x", [1, 16, 8, 8])
+    reference.output(reference.node("Relu", [reference.node(
+        "Conv", [xf, reference.const(w, "w")], pads=[1, 1, 1, 1], kernel_shape=[3, 3])]))
+    (want,) = run_model(reference.ir(), feeds)
+    (before,) = run_model(model, feeds)
+    (after,) = run_model(result.model, feeds)
+    small = slice(8, 16)  # the channels the one scale all but zeroed come back
+
+    def agreement(got: np.ndarray) -> float:
+        return float(np.corrcoef(got[0, small].ravel(), want[0, small].ravel())[0, 1])
+
+    assert np.abs(before[0, small]).max() == 0 and agreement(after) > 0.99

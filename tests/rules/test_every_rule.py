@@ -61,10 +61,12 @@ Subject = Any  # Model, Engine, ResNet or Proto: anything with codes()
 
 
 # ---------------------------------------------------------------- weighted ops
-def _weighted(*, activation: bool = True, weight: bool = True, per_channel: bool = True) -> Model:
+def _weighted(*, activation: bool = True, weight: bool = True, per_channel: bool = True,
+              stored_int8: bool = False) -> Model:
     g = GraphBuilder()
     x = g.input("x", [1, 32, 8, 8])
-    y = g.conv(g.qdq(x) if activation else x, 32, 32, weight="q-dq" if weight else "float",
+    style = ("dq-only" if stored_int8 else "q-dq") if weight else "float"
+    y = g.conv(g.qdq(x) if activation else x, 32, 32, weight=style,
                per_channel=per_channel, name="conv")
     g.output(g.conv(g.qdq(g.node("Relu", [y])), 32, 32, name="next"))
     return Model(g)
@@ -444,7 +446,10 @@ TRIGGER_AND_CLEAN: dict[str, tuple[Callable[[], Subject], Callable[[], Subject]]
     "QDQ304": (lambda: _avgpool(False), lambda: _avgpool(True)),
     "QDQ401": (lambda: _activation_scales(True), lambda: _activation_scales(False)),
     "QDQ402": (lambda: _zero_point(3), lambda: _zero_point(0)),
-    "QDQ403": (lambda: _weighted(per_channel=False), lambda: _weighted()),
+    "QDQ403": (lambda: _weighted(per_channel=False),
+               lambda: _weighted(per_channel=False, stored_int8=True)),
+    "QDQ413": (lambda: _weighted(per_channel=False, stored_int8=True),
+               lambda: _weighted(stored_int8=True)),
     "QDQ404": (lambda: _quantizers_on_one_tensor(2), lambda: _quantizers_on_one_tensor(1)),
     "QDQ405": (lambda: _requantize(True), lambda: _requantize(False)),
     "QDQ406": (lambda: _input_q(True), lambda: _input_q(False)),

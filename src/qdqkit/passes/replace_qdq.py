@@ -10,8 +10,9 @@ Rules:
    range. A tensor that already matches is left alone, and so is one with any other asymmetric Q
    (it clamps, which a symmetric pair would not do).
 2. A weighted op in scope that the target quantizes gets its float weight quantized per output
-   channel (a weight stored in a Constant node read by it alone becomes an initializer first);
-   one the target keeps float reads its weight dequantized to float.
+   channel (a weight stored in a Constant node read by it alone becomes an initializer first),
+   and so does a float weight quantized per tensor (2b, from its float values); one the target
+   keeps float reads its weight dequantized to float.
 3. The work is proportional to the scope: names are looked up in an index built once per
    ``RepairSession`` (one per round of ``fix``), never by scanning the graph.
 """
@@ -28,7 +29,7 @@ from qdqkit.core.constants import constant_array, new_constant
 from qdqkit.core.qdq import WEIGHTED_OPS, is_dequantize, is_quantize, node_label, read_params
 from qdqkit.core.qdq_math import dequantize
 from qdqkit.core.shapes import ValueTypes, infer_value_types
-from qdqkit.core.weights import weight_index
+from qdqkit.core.weights import output_channel_axis, weight_index
 from qdqkit.passes.constants_to_initializers import constant_to_initializer
 from qdqkit.passes.input_cast_qdq import quantize_before_input_cast
 from qdqkit.passes.insert_qdq import (
@@ -371,6 +372,12 @@ def repair_scope(model: ir.Model, nodes: Iterable[str] = (), tensors: Iterable[s
                 _dequantize_weight(graph, node)):
             weights.append(node)
             actions.append(f"weight of '{label}' quantized again symmetrically per output channel")
+        elif label in session.target.quantized_weighted and _restore_per_tensor_weight(graph, node):
+            _weight_into_initializer(graph, node)
+            if _float_weight(node) is not None:
+                weights.append(node)
+                actions.append(f"weight of '{label}' quantized again per output channel from its "
+                               "float values (it had one scale)")
         elif label in session.target.float_weighted and _dequantize_weight(graph, node):
             actions.append(f"weight of '{label}' back to float "
                            f"({session.target.float_weighted[label]})")
@@ -512,6 +519,30 @@ def _asymmetric_weight(node: ir.Node) -> bool:
     params = read_params(dq) if dq is not None else None
     return params is not None and (not params.zero_point_is_zero
                                    or params.quant_dtype != ir.DataType.INT8)
+
+
+def _restore_per_tensor_weight(graph: ir.Graph, node: ir.Node) -> bool:
+    """Rule 2b: a float weight quantized with one scale for all its output channels (a Q of the
+    float weight, then a DQ) is read as the float weight again, to be quantized per channel: a
+    channel of small weights loses every step to the largest channel's scale (zeroed when its
+    values stay below half a step), per channel it gets 127 of its own. An int8 weight stored
+    behind a DQ alone has no float values to go back to and is left as it is."""
+    index = _weight_input(node)
+    value = node.inputs[index] if index is not None else None
+    dq = dq_of_constant(value)
+    q = dq.inputs[0].producer() if dq is not None and dq.inputs[0] is not None else None
+    params = read_params(dq) if dq is not None else None
+    if index is None or dq is None or q is None or not is_quantize(q) or params is None \
+            or params.per_channel or q.inputs[0] is None:
+        return False
+    source = q.inputs[0]
+    array = constant_array(source)
+    if array is None or array.ndim < 2 or not np.issubdtype(array.dtype, np.floating) \
+            or array.shape[output_channel_axis(node, index, array.ndim)] < 2:
+        return False
+    node.replace_input_with(index, source)
+    remove_unused(graph, dq)
+    return True
 
 
 def _dequantize_weight(graph: ir.Graph, node: ir.Node) -> bool:

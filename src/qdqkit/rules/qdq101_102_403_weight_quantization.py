@@ -1,4 +1,5 @@
-"""QDQ101, QDQ102, QDQ403: how a weighted op's activation and weight are quantized (D1, C1, D7).
+"""QDQ101, QDQ102, QDQ403, QDQ413: how a weighted op's activation and weight are quantized (D1, C1,
+D7).
 
 1. QDQ101: exactly one of the activation (through DQ, usable by TensorRT) and the weight is INT8:
    the op runs float and the DQ in front of it becomes a Reformat. A weight in another type
@@ -13,8 +14,10 @@
    writes why, e.g. a whole INT8 region that would not pay, which one op's view cannot see),
    nor where the placement's size rule keeps it float (``trt.placement.sizes``: too few
    channels, a GEMV-shaped or tiny GEMM; C15, C20), as ``quantize`` and ``fix`` place it.
-3. QDQ403: a quantized weight with a single scale (and more than one output channel).
-One check: all three read the same weight reference and activation of each weighted block.
+3. QDQ403: a float weight quantized with a single scale (and more than one output channel),
+   which ``fix`` quantizes again per channel from its float values; QDQ413: the same for an int8
+   weight stored behind its DQ alone, which has no float values left to start from.
+One check: all four read the same weight reference and activation of each weighted block.
 """
 
 from __future__ import annotations
@@ -79,12 +82,31 @@ RULES = (
         code="QDQ403",
         name="per-tensor-weight",
         severity=Severity.INFO,
-        summary="a weight is quantized per tensor",
-        why="Per-tensor weight scales cost accuracy; TensorRT recommends per-channel weights.",
-        what_to_do="Quantize weights per output channel.",
+        summary="a float weight is quantized per tensor",
+        why=(
+            "Per-tensor weight scales cost accuracy: a channel of small weights gets the largest "
+            "channel's step, and loses every value below half of it. TensorRT recommends "
+            "per-channel weights."
+        ),
+        what_to_do="Quantize weights per output channel (fix does, from the float weight).",
+        fixable=True,
+        rule_id="D7, A5",
+        how_it_checks="A weighted op's weight is float -> Q -> DQ with a single scale.",
+    ),
+    Rule(
+        code="QDQ413",
+        name="per-tensor-int8-weight",
+        severity=Severity.INFO,
+        summary="an int8 weight is stored quantized per tensor",
+        why=(
+            "Per-tensor weight scales cost accuracy, and the model keeps only the int8 values: "
+            "no float weight is left to quantize per channel."
+        ),
+        what_to_do="Quantize per output channel where the model is made (onnxruntime: "
+                   "per_channel=True).",
         fixable=False,
         rule_id="D7, A5",
-        how_it_checks="A weighted op's weight DQ has a single scale.",
+        how_it_checks="A weighted op's weight is an int8 constant behind a DQ with a single scale.",
     ),
 )
 
@@ -111,7 +133,8 @@ def check(ctx: LintContext) -> Iterator[Finding]:
             shape = prediction.shape_of(ref.source)
             channels = shape[0] if shape is not None and len(shape) else None
             if channels is None or channels != 1:
-                yield ctx.finding("QDQ403", f"{where}: weight '{ref.source.name}' has one scale",
+                code = "QDQ403" if ref.quantize is not None else "QDQ413"
+                yield ctx.finding(code, f"{where}: weight '{ref.source.name}' has one scale",
                                   nodes=[node_label(ref.dequantize)] if ref.dequantize else [],
                                   tensors=[ref.source.name or ""], cost="accuracy, not speed")
         # A DQ that TensorRT cannot use (zero point, per-channel) is reported by QDQ401/QDQ402.
