@@ -57,6 +57,10 @@ def register(subparsers: Any) -> None:
                          metavar="ALPHA",
                          help="MatMul models: move activation outliers of LayerNorm/Linear "
                          "outputs into the next weights, exactly (alpha default 0.5)")
+    options.add_argument("--no-equalize", dest="equalize", action="store_false",
+                         help="do not even out the channel ranges depthwise convolutions read "
+                         "(by default, exact power-of-two factors TensorRT fuses into the "
+                         "layer before give narrow channels more INT8 levels)")
     add_groups(parser, TRT, TARGET, JSON)
     parser.set_defaults(run=run)
 
@@ -82,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
         batch=data.batch, calib_limit=data.sample_limit,
         shapes=data.shapes, preprocess=data.preprocess_spec(),
         seed=data.seed, progress=None if not as_json else False,
-        smooth_quant=args.smooth_quant,
+        smooth_quant=args.smooth_quant, equalize=args.equalize,
     )
     if as_json:
         print_json(result)
@@ -155,6 +159,14 @@ def render(result: Any) -> str:
     if smoothed:
         lines += ["", f"SmoothQuant (alpha {result.options['smooth_quant']}): "
                   f"{len(smoothed)} tensors rescaled into their readers' weights"]
+    equalized = result.calibration.get("equalized") or []
+    if equalized:
+        scaled = sum(int(e["channels_scaled"]) for e in equalized)
+        channels = sum(int(e["channels"]) for e in equalized)
+        top = max(float(e["largest_factor"]) for e in equalized)
+        lines += ["", f"depthwise inputs equalized: {len(equalized)} tensors, {scaled} of "
+                  f"{channels} channels scaled up (factors up to {top:g}) into more INT8 levels; "
+                  "--no-equalize to leave them"]
     for warning in result.warnings:
         lines += ["", f"warning: {warning}"]
     lines += ["", "build it:", f"  {result.trtexec}"]

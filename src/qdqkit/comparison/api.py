@@ -26,7 +26,13 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 
-from qdqkit.comparison.pairing import Pairing, QuantizedNode, graph_sketch, pair_models
+from qdqkit.comparison.pairing import (
+    Pairing,
+    QuantizedNode,
+    graph_sketch,
+    pair_models,
+    replay_equalization,
+)
 from qdqkit.comparison.probes import fresh_copy, fused_layer_ends, local_model
 from qdqkit.comparison.result import (
     CompareResult,
@@ -87,6 +93,7 @@ def compare(
     fproto, qproto = _load(fpath), _load(qpath)
     fp16 = _has_fp16(fproto) or _has_fp16(qproto)
     fmodel, qmodel = fresh_copy(fproto, upcast=fp16), fresh_copy(qproto, upcast=fp16)
+    replay_equalization(qmodel, fmodel)
     pairing = pair_models(qmodel, fmodel, str(qpath), str(fpath))
     trt, _, from_model = resolve_build(qmodel, trt, "gpu")
     if isinstance(data, DataRequest):

@@ -14,6 +14,11 @@
    the quantized conv writes the BN's output name. It pairs with the float conv, its output with
    the float BN's output (the same values), and its weight with the float weight scaled per
    output channel by gamma / sqrt(var + eps), as the fold scaled it.
+5. A depthwise input ``qdqkit quantize`` equalized (``Mul(x, f)`` with power-of-two channel
+   factors, read only through Q/DQ by depthwise Convs whose weights were divided by ``f``) has no
+   float twin: ``replay_equalization`` applies the same exact rescale to the float model first
+   (same Mul output name, the float depthwise readers of ``x``), which computes what it did, so
+   the Mul, the convs and their weights then pair as any other node.
 """
 
 from __future__ import annotations
@@ -34,6 +39,8 @@ from qdqkit.core.qdq import (
     node_label,
 )
 from qdqkit.core.shapes import infer_value_types
+from qdqkit.core.weights import is_depthwise_conv
+from qdqkit.passes.depthwise_equalize import DepthwiseEqualize, Equalization
 
 
 @dataclass
@@ -112,6 +119,51 @@ def _float_index(graph: ir.Graph) -> tuple[dict[tuple[object, ...], list[ir.Node
             None if v is None or v in constants else v for v in node.inputs))
         index.setdefault(key, []).append(node)
     return index, constants
+
+
+def replay_equalization(quant: ir.Model, float_model: ir.Model) -> int:
+    """Rule 5: give ``float_model`` the equalization Muls ``quant`` has; how many were replayed."""
+    view = QdqView(quant.graph)
+    fvalues: dict[str, ir.Value] = {v.name: v for v in float_model.graph.inputs if v.name}
+    for node in float_model.graph:
+        fvalues.update((out.name, out) for out in node.outputs if out.name)
+    plans = []
+    for node in quant.graph:
+        if node.op_type != "Mul" or len(node.inputs) != 2 or not node.outputs[0].name:
+            continue
+        x, factor = node.inputs
+        factors = constant_array(factor)
+        if x is None or x.name not in fvalues or node.outputs[0].name in fvalues \
+                or factors is None or factors.ndim < 3 or factors.size != factors.shape[1]:
+            continue
+        exponents = np.log2(np.asarray(factors, np.float64).ravel())
+        if not np.all(np.isfinite(exponents)) or np.any(exponents != np.round(exponents)):
+            continue
+        readers = _readers_through_qdq(node.outputs[0], view)
+        if not readers or not all(is_depthwise_conv(r) for r in readers):
+            continue
+        fx = fvalues[x.name or ""]
+        freaders = tuple(dict.fromkeys(
+            u.node for u in fx.uses() if is_depthwise_conv(u.node) and u.node.inputs[0] is fx
+            and constant_array(u.node.inputs[1]) is not None))
+        if freaders:
+            plans.append(Equalization(fx, freaders, factors.ravel().astype(np.float32),
+                                      node.outputs[0].name))
+    if plans:
+        DepthwiseEqualize(plans)(float_model)
+    return len(plans)
+
+
+def _readers_through_qdq(value: ir.Value, view: QdqView) -> list[ir.Node]:
+    """The nodes reading ``value``, through the Q -> DQ pairs on it."""
+    found = []
+    for use in value.uses():
+        node = use.node
+        if is_qdq(node):
+            found += [r for out in node.outputs for r in _readers_through_qdq(out, view)]
+        else:
+            found.append(node)
+    return found
 
 
 def pair_models(quant: ir.Model, float_model: ir.Model, quant_name: str,

@@ -175,3 +175,22 @@ def new_constant(name: str | None, array: np.ndarray) -> ir.Value:
     tensor = ir.Tensor(array)
     return ir.Value(name=name, shape=ir.Shape(array.shape), type=ir.TensorType(tensor.dtype),
                     const_value=tensor)
+
+
+def replace_constant_input(graph: ir.Graph, node: ir.Node, index: int, array: np.ndarray,
+                           suffix: str) -> None:
+    """Give ``node`` input ``index`` a new initializer holding ``array``, named after the old one
+    plus ``suffix``; the old one goes when nothing else reads it (a shared original stays)."""
+    old = node.inputs[index]
+    assert old is not None
+    base = f"{old.name}_{suffix}"
+    name, n = base, 1
+    while name in graph.initializers:
+        name, n = f"{base}_{n}", n + 1
+    value = new_constant(name, array)
+    assert value.const_value is not None
+    value.const_value.name = name
+    graph.register_initializer(value)
+    node.replace_input_with(index, value)
+    if not old.uses() and not old.is_graph_output() and old.name in graph.initializers:
+        graph.initializers.pop(old.name or "")

@@ -46,3 +46,13 @@ def output_channel_axis(node: ir.Node, index: int, rank: int) -> int:
     if op == "MatMul":
         return rank - 1 if index == 1 else max(rank - 2, 0)
     return 0
+
+
+def is_depthwise_conv(node: ir.Node) -> bool:
+    """A Conv with ``group`` > 1 whose weight is (C * m, 1, ...): one input channel per output."""
+    group = node.attributes.get("group")
+    if node.op_type != "Conv" or group is None or group.as_int() <= 1 or len(node.inputs) < 2:
+        return False
+    weight = node.inputs[1]
+    shape = weight.shape if weight is not None else None
+    return shape is None or (len(shape) >= 3 and shape[1] == 1)

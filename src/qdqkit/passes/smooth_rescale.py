@@ -18,6 +18,8 @@ from dataclasses import dataclass
 import numpy as np
 import onnx_ir as ir
 
+from qdqkit.core.constants import replace_constant_input
+
 
 @dataclass(frozen=True)
 class Smoothing:
@@ -44,12 +46,13 @@ class SmoothRescale(ir.passes.InPlacePass):
                 value = node.inputs[index]
                 assert value is not None and value.const_value is not None
                 array = value.const_value.numpy()
-                _set_constant(graph, node, index, (array / factors).astype(array.dtype))
+                replace_constant_input(graph, node, index, (array / factors).astype(array.dtype),
+                                       "smoothed")
             for reader in smoothing.readers:
                 weight = reader.inputs[1]
                 assert weight is not None and weight.const_value is not None
                 array = weight.const_value.numpy() * factors.reshape(-1, 1)
-                _set_constant(graph, reader, 1, array.astype(np.float32))
+                replace_constant_input(graph, reader, 1, array.astype(np.float32), "smoothed")
         return ir.passes.PassResult(model, modified=bool(self.smoothings))
 
 
@@ -72,20 +75,3 @@ def _source_constants(source: ir.Node) -> list[tuple[ir.Node, int]]:
     else:  # a MatMul: its weight's columns are the output channels
         found.append((node, 1))
     return found
-
-
-def _set_constant(graph: ir.Graph, node: ir.Node, index: int, array: np.ndarray) -> None:
-    """Give ``node`` input ``index`` a new initializer (a shared original stays as it was)."""
-    old = node.inputs[index]
-    assert old is not None
-    base = f"{old.name}_smoothed"
-    name, n = base, 1
-    while name in graph.initializers:
-        name, n = f"{base}_{n}", n + 1
-    value = ir.Value(name=name, const_value=ir.Tensor(array, name=name))
-    value.shape = ir.Shape(array.shape)
-    value.type = ir.TensorType(ir.DataType.from_numpy(array.dtype))
-    graph.register_initializer(value)
-    node.replace_input_with(index, value)
-    if not old.uses() and not old.is_graph_output() and old.name in graph.initializers:
-        graph.initializers.pop(old.name or "")

@@ -35,6 +35,7 @@ from qdqkit.core.shapes import infer_value_types
 from qdqkit.linting import lint
 from qdqkit.quantization.by_output import SampleKeeper, choose_by_output
 from qdqkit.quantization.calibrate import calibrate_groups
+from qdqkit.quantization.equalize import equalize_depthwise
 from qdqkit.quantization.fp16_watch import Fp16Watch, fp16_watch
 from qdqkit.quantization.fp32_pins import Fp32Pins, fp32_pins
 from qdqkit.quantization.prepare import (
@@ -79,6 +80,7 @@ def quantize(
     progress: bool | None = False,
     custom_ops: Mapping[str, HostForward] | None = None,
     smooth_quant: float | None = None,
+    equalize: bool = True,
 ) -> QuantizeResult:
     """Quantize ``model`` on ``data`` (any iterable of ``{input name: array}``, a file, a folder,
     or ``"random"``); with ``output``, write ``output`` and ``<output stem>.quant.json``.
@@ -88,7 +90,9 @@ def quantize(
     calibrated instead of being left float too. ``smooth_quant`` (alpha, e.g. 0.5) migrates
     activation outliers of LayerNorm/Linear outputs into the weights of the MatMuls that read
     them (``quantization.smooth``; one more pass over the data). ``keep_unpaid`` keeps the INT8
-    regions the cost model predicts slower than FP16 (``quantization.settle``).
+    regions the cost model predicts slower than FP16 (``quantization.settle``). ``equalize``
+    evens out the channel ranges depthwise convolutions read with exact power-of-two factors
+    where TensorRT fuses them (``quantization.equalize``; GPU only, not on random data).
     """
     start = time.perf_counter()
     if target not in TARGETS:
@@ -132,6 +136,15 @@ def quantize(
                           smooth_quant)
         if smoothed:
             proto = ir.serde.serialize_model(quantized)
+    equalized: list[dict[str, Any]] = []
+    if equalize and target == "gpu" and not calibration_data.is_random:
+        equalized = equalize_depthwise(quantized, proto, set(placement.quantized_weighted),
+                                       calibration_data, float16_scales=fp16)
+        if equalized:
+            proto = ir.serde.serialize_model(quantized)
+            types = infer_value_types(quantized)
+            placement = plan_placement(quantized, target=target, exclude=exclude,
+                                       blocked=blocked, types=types)
     groups = {name: [v.name or "" for v in members] for name, members in placement.groups.items()}
     # The FP16 remainder needs the range of every float tensor the engine writes to memory.
     watch = fp16_watch(quantized, types, {n for members in groups.values() for n in members}
@@ -205,11 +218,12 @@ def quantize(
         "float_remainder": "fp16" if fp16 else "fp32", "exclude": list(exclude),
         "per_tensor_weights": per_tensor_weights, "keep_unpaid": keep_unpaid,
         "batch": calibration_data.batch,
-        "calib_limit": calib_limit, "smooth_quant": smooth_quant,
+        "calib_limit": calib_limit, "smooth_quant": smooth_quant, "equalize": equalize,
     }
     calibration = {
         "data": calibration_data.description, "random": calibration_data.is_random,
         "samples": calibrated.samples, "batches": calibrated.batches, "smoothed": smoothed,
+        "equalized": equalized,
     }
     if chosen:
         calibration["auto_by_output"] = chosen
