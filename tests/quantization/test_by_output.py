@@ -112,6 +112,21 @@ def test_a_softmax_output_is_judged_on_its_logits() -> None:
     assert [v.name for v in model.graph.outputs][-1] == flat
 
 
+def test_a_concat_output_is_judged_part_by_part() -> None:
+    """A YOLOv8 export writes boxes (pixels) and class scores (a Sigmoid) into one Concat: each
+    part is judged in its own units, the scores by their probabilities."""
+    from qdqkit.quantization.by_output import _expose_judged
+
+    g = GraphBuilder("detector", seed=0)
+    x = g.input("x", [1, 8, 4, 4])
+    boxes = g.node("Mul", [g.conv(x, 8, 4, k=1, weight="float"),
+                           g.const(np.array(320.0, np.float32))])
+    logits = g.conv(x, 8, 2, k=1, weight="float", name="cls")
+    g.output(g.node("Concat", [boxes, g.node("Sigmoid", [logits])], axis=1))
+    judged = _expose_judged(g.ir())
+    assert [(j.name, j.kind) for j in judged] == [(boxes, "energy"), (logits, "sigmoid")]
+
+
 def test_a_failed_judgement_keeps_the_per_tensor_picks_and_says_so(monkeypatch) -> None:  # type: ignore[no-untyped-def]
     from qdqkit.core.errors import QdqkitError
     from qdqkit.quantization import api

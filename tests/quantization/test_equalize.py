@@ -103,9 +103,10 @@ def test_a_mul_tensorrt_would_run_as_its_own_layer_is_not_inserted() -> None:
     assert not any(n.op_type == "Mul" for n in result.model.graph)
 
 
-def test_random_data_and_dla_leave_the_model_alone() -> None:
+def test_random_data_dla_and_per_tensor_weights_leave_the_model_alone() -> None:
     builder = _spread_block()
-    for kwargs in ({"data": "random"}, {"data": calibration_batches(builder, 4), "target": "dla"}):
+    for kwargs in ({"data": "random"}, {"data": calibration_batches(builder, 4), "target": "dla"},
+                   {"data": calibration_batches(builder, 4), "per_tensor_weights": True}):
         data = kwargs.pop("data")
         result = quantize(builder.proto(), data, method="max", keep_unpaid=True, **kwargs)
         assert result.calibration["equalized"] == []

@@ -92,7 +92,8 @@ def quantize(
     them (``quantization.smooth``; one more pass over the data). ``keep_unpaid`` keeps the INT8
     regions the cost model predicts slower than FP16 (``quantization.settle``). ``equalize``
     evens out the channel ranges depthwise convolutions read with exact power-of-two factors
-    where TensorRT fuses them (``quantization.equalize``; GPU only, not on random data).
+    where TensorRT fuses them (``quantization.equalize``; GPU only, not on random data nor with
+    per-tensor weights).
     """
     start = time.perf_counter()
     if target not in TARGETS:
@@ -137,7 +138,9 @@ def quantize(
         if smoothed:
             proto = ir.serde.serialize_model(quantized)
     equalized: list[dict[str, Any]] = []
-    if equalize and target == "gpu" and not calibration_data.is_random:
+    # Per-tensor weight scales cannot absorb per-channel factors: equalizing would crush the
+    # weights of the channels it scales up.
+    if equalize and target == "gpu" and not calibration_data.is_random and not per_tensor_weights:
         equalized = equalize_depthwise(quantized, proto, set(placement.quantized_weighted),
                                        calibration_data, float16_scales=fp16)
         if equalized:

@@ -16,7 +16,8 @@ measures the output:
 3. One session of the model with every planned Q/DQ and quantized weights, the activation
    scales fed as inputs: trying a configuration is a run, not a new session. Each network
    output is judged against the float model on the same samples: by squared error, or, behind
-   a Softmax or Sigmoid, by the KL divergence of its probabilities (``_expose_judged``). A
+   a Softmax or Sigmoid, by the KL divergence of its probabilities, and an output a Concat
+   writes part by part (``_expose_judged``). A
    configuration's error is the mean over outputs of each one's error relative to the per-tensor
    picks', so outputs in different units weigh alike.
 4. The per-tensor picks start, unless every group at ``max`` or at ``percentile`` does better;
@@ -290,30 +291,43 @@ def _expose_judged(model: ir.Model) -> list[_Judged]:
     moved, computed from the values they read: the KL divergence, weighted by the float model's
     probabilities. Energy would not do there: confident samples saturate the probabilities (a
     classifier's at 98 dB on samples whose logits are at 30), and logits carry offsets softmax
-    ignores and thousands of classes nobody reads (a recognizer's at 3 dB)."""
-    graph = model.graph
+    ignores and thousands of classes nobody reads (a recognizer's at 3 dB). An output a Concat
+    writes is judged part by part, each part as an output of its own: a detector's boxes (pixels,
+    in the hundreds) beside its class scores (0 to 1) would otherwise be judged by the boxes
+    alone, and the scores decide which boxes are kept."""
     judged: dict[str, _Judged] = {}
-    for output in graph.outputs:
-        value, found = output, _Judged(output.name or "", "energy")
-        while (producer := value.producer()) is not None and producer.inputs:
-            source = producer.inputs[0]
-            if source is None or not source.name:
-                break
-            if producer.op_type in ("Softmax", "LogSoftmax"):
-                axis = producer.attributes.get("axis")
-                default = -1 if _opset(model) >= 13 else 1
-                found = _Judged(source.name, "softmax",
-                                axis.as_int() if axis is not None else default)
-                break
-            if producer.op_type == "Sigmoid":
-                found = _Judged(source.name, "sigmoid")
-                break
-            if producer.op_type not in _COPIES:
-                break
-            value = source
-        judged.setdefault(found.name, found)
+    for output in model.graph.outputs:
+        for found in _judged_parts(output, _opset(model)):
+            judged.setdefault(found.name, found)
     _expose(model, list(judged))
     return list(judged.values())
+
+
+_CONCAT_DEPTH = 3  # Concats of Concats looked into (a YOLOX head: levels, then box/obj/cls)
+
+
+def _judged_parts(value: ir.Value, opset: int, depth: int = 0) -> list[_Judged]:
+    """How ``value`` is judged: through copies, behind a Softmax or Sigmoid, or per Concat part."""
+    current = value
+    while (producer := current.producer()) is not None and producer.inputs:
+        source = producer.inputs[0]
+        if source is None or not source.name:
+            break
+        if producer.op_type in ("Softmax", "LogSoftmax"):
+            axis = producer.attributes.get("axis")
+            default = -1 if opset >= 13 else 1
+            return [_Judged(source.name, "softmax", axis.as_int() if axis is not None else default)]
+        if producer.op_type == "Sigmoid":
+            return [_Judged(source.name, "sigmoid")]
+        if producer.op_type == "Concat" and depth < _CONCAT_DEPTH:
+            parts = [v for v in producer.inputs
+                     if v is not None and v.name and v.const_value is None]
+            if len(parts) > 1:
+                return [j for part in parts for j in _judged_parts(part, opset, depth + 1)]
+        if producer.op_type not in _COPIES:
+            break
+        current = source
+    return [_Judged(value.name or "", "energy")]
 
 
 def _expose(model: ir.Model, names: Sequence[str]) -> None:
