@@ -269,9 +269,11 @@ def test_image_folder_with_preprocessing(tmp_path: Path) -> None:
     assert result.calibration["samples"] == 2 and not result.calibration["random"]
 
 
-def test_per_tensor_weights_use_one_scale() -> None:
+@pytest.mark.parametrize("trt", ["10", "11"])
+def test_per_tensor_weights_use_one_scale(trt: str) -> None:
+    """With TensorRT 11's FP16 remainder each 0-d weight scale is rounded down to float16 too."""
     builder = resnet()
-    model = quantize(builder.proto(), calibration_batches(builder, 2), trt="10",
+    model = quantize(builder.proto(), calibration_batches(builder, 2), trt=trt,
                      per_tensor_weights=True).model
     assert model is not None
     conv = next(n for n in model.graph if n.op_type == "Conv")

@@ -188,7 +188,9 @@ def _fp16_exact_scales(graph: ir.Graph, taken: set[str]) -> None:
             continue
         if scale not in done:
             old = np.asarray(scale.const_value.numpy(), np.float32)
-            half = np.clip(old, smallest, largest).astype(np.float16)
+            # np.array, not astype: np.clip makes a 0-d (per-tensor) scale a scalar, which the
+            # masked rounding below could not assign into.
+            half = np.array(np.clip(old, smallest, largest), dtype=np.float16)
             if _weight_scale(scale):  # rule 7
                 above = half.astype(np.float32) > old
                 half[above] = np.nextafter(half[above], np.float16(0))
