@@ -152,3 +152,18 @@ def test_dla_outputs_taken_over_by_their_dq_are_still_judged() -> None:
     data = [{"x": rng.normal(0, 1, (1, 8, 4, 4)).astype(np.float32)} for _ in range(8)]
     result = quantize(g.proto(), data, method="auto", trt="10", target="dla")
     assert result.warnings == [] and result.calibration["auto_by_output"]["runs"] >= 3
+
+
+def test_the_chosen_models_output_snr_is_reported_as_measured_independently() -> None:
+    """With exactly 8 calibration samples, the 8 ``auto`` keeps are all of them: its reported
+    output SNR must match the quantized model's SNR measured here against the float model."""
+    from tests.quantization.float_models import calibration_batches, resnet
+    from tests.quantization.test_quantize import _snr_db
+
+    builder = resnet()
+    batches = calibration_batches(builder, 8)
+    result = quantize(builder.proto(), batches, method="auto", trt="10")
+    reported = result.calibration["auto_by_output"]["output_snr_db"]
+    assert list(reported) == ["logits"]
+    assert result.model is not None
+    assert abs(reported["logits"] - _snr_db(builder, result.model, batches)) < 0.2

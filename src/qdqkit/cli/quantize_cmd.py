@@ -108,9 +108,18 @@ def _by_output_line(chosen: dict[str, Any] | None) -> list[str]:
 
     uniform = ", ".join(f"{m} {db(v)}" for m, v in gain.items() if m not in ("chosen",
                                                                              "least-error"))
-    return [f"  by output     output error {db(gain.get('chosen'))} the per-tensor picks' on "
-            f"{chosen['samples']} calibration samples ({chosen['runs']} runs; every group at "
-            f"{uniform})"]
+    lines = [f"  by output     output error {db(gain.get('chosen'))} the per-tensor picks' on "
+             f"{chosen['samples']} calibration samples ({chosen['runs']} runs; every group at "
+             f"{uniform})"]
+    measured = {name: v for name, v in (chosen.get("output_snr_db") or {}).items()
+                if v is not None}
+    if measured:
+        worst = min(measured, key=lambda name: measured[name])
+        shown = "exact" if measured[worst] == float("inf") else f"{measured[worst]:.1f} dB"
+        where = f" ('{worst}', the worst of {len(measured)})" if len(measured) > 1 else ""
+        lines.append(f"  output SNR    {shown}{where} against the float model on those samples; "
+                     "`qdqkit compare` ranks the layers that lose it")
+    return lines
 
 
 def render(result: Any) -> str:

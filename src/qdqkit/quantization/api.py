@@ -175,7 +175,9 @@ def quantize(
         else:
             calibrated = calibrated.choose(choice.methods)
             chosen = {"samples": len(keeper.samples()), "runs": choice.runs,
-                      "gain_db": {name: _db(error) for name, error in choice.errors.items()}}
+                      "gain_db": {name: _db(error) for name, error in choice.errors.items()},
+                      "output_snr_db": {name: None if snr is None else round(snr, 2)
+                                        for name, snr in choice.snr_db.items()}}
     scales = calibrated.group_scales
     missing = [p.value.name for p in placement.points if p.group not in scales]
     if missing:

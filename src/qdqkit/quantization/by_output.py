@@ -106,6 +106,10 @@ class OutputChoice:
     # 1.0), "max", "percentile" (every group at that method) and "chosen".
     errors: dict[str, float] = field(default_factory=dict)
     runs: int = 0
+    # Per judged tensor, its SNR against the float model under the chosen methods (dB; None
+    # where the float tensor is all zeros): how close the chosen model is, not just how much
+    # closer than the other configurations.
+    snr_db: dict[str, float | None] = field(default_factory=dict)
 
 
 def choose_by_output(
@@ -178,6 +182,7 @@ def _search(groups: Sequence[str], amaxes: Mapping[str, Mapping[str, float]],
             runs += [block[:half], block[half:]]
     choice.errors["chosen"] = best
     choice.methods = best_methods
+    choice.snr_db = evaluator.snr_db({g: amaxes[g][best_methods[g]] for g in groups})
     return choice
 
 
@@ -189,6 +194,7 @@ class _Evaluator:
                  pool: ThreadPoolExecutor) -> None:
         self.samples = list(samples)
         self.pool = pool
+        self._snr: dict[tuple[tuple[str, float], ...], dict[str, float | None]] = {}
         float_model = planned.clone()
         upcast_float16(float_model)  # onnxruntime's float optimizations are for float32 graphs
         self.judged = _expose_judged(float_model)
@@ -241,16 +247,43 @@ class _Evaluator:
         return model
 
     def errors(self, amaxes: Mapping[str, float]) -> np.ndarray:
-        """Per judged output, its error on the samples (rule 3)."""
+        """Per judged output, its error on the samples (rule 3); its SNR is kept too, keyed by
+        the configuration's scales (``snr_db``)."""
         scales = {self.inputs[g]: np.array(a / 127.0 if a > 0 else 1.0, np.float32)
                   for g, a in amaxes.items()}
         totals = np.zeros(len(self.judged))
+        signal, noise = np.zeros(len(self.judged)), np.zeros(len(self.judged))
         runs = self.pool.map(lambda sample: run(self.session, {**sample, **scales}, self.outputs),
                              self.samples)
         for want, got in zip(self.reference, runs, strict=True):
             for i, judged in enumerate(self.judged):
                 totals[i] += judged.error(want[judged.name], got[judged.name])
+                power, error = _energies(want[judged.name], got[judged.name])
+                signal[i] += power
+                noise[i] += error
+        self._snr[_key(amaxes)] = {
+            j.name: (None if signal[i] <= 0 else float("inf") if noise[i] <= 0
+                     else float(10.0 * np.log10(signal[i] / noise[i])))
+            for i, j in enumerate(self.judged)}
         return totals
+
+    def snr_db(self, amaxes: Mapping[str, float]) -> dict[str, float | None]:
+        """Per judged tensor, its SNR under ``amaxes`` (a configuration ``errors`` ran)."""
+        return self._snr.get(_key(amaxes), {})
+
+
+def _key(amaxes: Mapping[str, float]) -> tuple[tuple[str, float], ...]:
+    return tuple(sorted(amaxes.items()))
+
+
+def _energies(want: object, got: object) -> tuple[float, float]:
+    """The float tensor's energy and the squared error of the quantized one (0, 0 for a
+    non-numeric output)."""
+    if not (isinstance(want, np.ndarray) and isinstance(got, np.ndarray)) or not (
+            np.issubdtype(want.dtype, np.number) or want.dtype == np.bool_):
+        return 0.0, 0.0
+    a, b = want.astype(np.float64), np.nan_to_num(got.astype(np.float64), nan=1e30)
+    return float(np.sum(a * a)), float(np.sum((a - b) ** 2))
 
 
 @dataclass(frozen=True)
