@@ -167,3 +167,21 @@ def test_the_chosen_models_output_snr_is_reported_as_measured_independently() ->
     assert list(reported) == ["logits"]
     assert result.model is not None
     assert abs(reported["logits"] - _snr_db(builder, result.model, batches)) < 0.2
+
+
+def test_an_output_whose_length_the_values_decide_is_judged_padded() -> None:
+    """A decoder's Loop stops when a token says so, a Compress keeps what passes a threshold:
+    quantized, such an output can come out longer or shorter. The steps one side lacks count as
+    error in full; the search does not fail on the shapes."""
+    from qdqkit.quantization.by_output import _Judged
+
+    want, got = np.ones((1, 5, 2)), np.ones((1, 3, 2))
+    assert _Judged("t", "energy").error(want, got) == 4.0
+    assert np.isfinite(_Judged("t", "softmax", -1).error(want, got))
+    g = GraphBuilder("thresholded_length", seed=2)
+    conv = g.conv(g.input("x", [1, 8, 16, 16]), 8, 4, k=1, weight="float")
+    values = g.node("Reshape", [conv, g.const(np.array([-1], np.int64))])
+    kept = g.node("Greater", [values, g.const(np.array(0.0, np.float32))])
+    g.output(g.node("Compress", [values, kept]))
+    result = quantize(g.proto(), _data(8), method="auto", trt="10", keep_unpaid=True)
+    assert "auto_by_output" in result.calibration

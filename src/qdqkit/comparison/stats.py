@@ -2,7 +2,8 @@
 
 1. ``Error`` keeps sum((r-t)^2), sum(r*t), sum(r^2), sum(t^2) and max|r-t| over every sample:
    SNR = 10 log10(sum r^2 / sum (r-t)^2), cosine = sum(r t) / sqrt(sum r^2 sum t^2). Dot products run
-   in float32 BLAS per batch and add up in Python floats (float64).
+   in float32 BLAS per batch and add up in Python floats (float64). Tensors that differ in
+   length along one axis (a sequence the values end) are zero-padded to the longer first.
 2. ``Quantization`` fake-quantizes the float model's tensor with the Q/DQ model's own parameters
    (the ONNX spec: round half to even, saturate) and counts the values it clips (beyond the
    integer range before saturation) and saturates (at the range's ends after it).
@@ -31,13 +32,9 @@ class Error:
         self.noise = self.dot = self.ref_sq = self.test_sq = self.max_abs = 0.0
 
     def add(self, reference: np.ndarray, test: np.ndarray, where: str = "") -> None:
+        reference, test = _one_length(np.asarray(reference), np.asarray(test), where)
         ref = _flat32(reference)
         tst = _flat32(test)
-        if ref.size != tst.size:
-            raise QdqkitError(
-                f"tensor {where or '?'} has {ref.size} elements in one model and {tst.size} in "
-                "the other; the paired tensors must have the same shape"
-            )
         diff = ref - tst
         self.noise += float(np.dot(diff, diff))
         self.dot += float(np.dot(ref, tst))
@@ -61,6 +58,32 @@ class Error:
         both_zero = self.ref_sq == self.test_sq == 0.0
         cosine = (1.0 if both_zero else 0.0) if denom == 0.0 else self.dot / denom
         return ErrorMetrics(snr_db=snr, cosine=min(1.0, max(-1.0, cosine)), max_abs=self.max_abs)
+
+
+def _one_length(reference: np.ndarray, test: np.ndarray, where: str
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """The two tensors as one shape. Where they differ along one axis only, a sequence whose
+    length the values decide (a decoder's Loop stopping at an end token) ran longer in one model:
+    both are zero-padded to the longer, so the steps one model lacks count as error in full.
+    Any other difference is a pairing the shapes contradict, and an error."""
+    if reference.shape == test.shape:
+        return reference, test
+    differing = [i for i, (r, t) in enumerate(zip(reference.shape, test.shape, strict=False))
+                 if r != t]
+    if reference.ndim != test.ndim or len(differing) != 1:
+        raise QdqkitError(
+            f"tensor {where or '?'} has shape {list(reference.shape)} in one model and "
+            f"{list(test.shape)} in the other; the paired tensors must have the same shape"
+        )
+    axis = differing[0]
+    longer = max(reference.shape[axis], test.shape[axis])
+
+    def padded(array: np.ndarray) -> np.ndarray:
+        widths = [(0, 0)] * array.ndim
+        widths[axis] = (0, longer - array.shape[axis])
+        return np.pad(array, widths)
+
+    return padded(reference), padded(test)
 
 
 def _flat32(array: np.ndarray) -> np.ndarray:

@@ -282,8 +282,24 @@ def _energies(want: object, got: object) -> tuple[float, float]:
     if not (isinstance(want, np.ndarray) and isinstance(got, np.ndarray)) or not (
             np.issubdtype(want.dtype, np.number) or want.dtype == np.bool_):
         return 0.0, 0.0
-    a, b = want.astype(np.float64), np.nan_to_num(got.astype(np.float64), nan=1e30)
+    a, b = _aligned(want.astype(np.float64), np.nan_to_num(got.astype(np.float64), nan=1e30))
     return float(np.sum(a * a)), float(np.sum((a - b) ** 2))
+
+
+def _aligned(want: np.ndarray, got: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``want`` and ``got`` zero-padded to one shape. An output whose length depends on the
+    values (a decoder's Loop that stops at an end token) can come out longer or shorter once
+    quantized: the steps only one side has count as error in full."""
+    if want.shape == got.shape:
+        return want, got
+    if want.ndim != got.ndim:
+        want, got = want.reshape(-1), got.reshape(-1)
+    shape = tuple(max(x, y) for x, y in zip(want.shape, got.shape, strict=True))
+
+    def padded(array: np.ndarray) -> np.ndarray:
+        return np.pad(array, [(0, n - d) for n, d in zip(shape, array.shape, strict=True)])
+
+    return padded(want), padded(got)
 
 
 @dataclass(frozen=True)
@@ -298,7 +314,7 @@ class _Judged:
         if not (isinstance(want, np.ndarray) and isinstance(got, np.ndarray)) or not (
                 np.issubdtype(want.dtype, np.number) or want.dtype == np.bool_):
             return 0.0  # a sequence, map or string output: nothing to weigh
-        a, b = want.astype(np.float64), np.nan_to_num(got.astype(np.float64), nan=1e30)
+        a, b = _aligned(want.astype(np.float64), np.nan_to_num(got.astype(np.float64), nan=1e30))
         if self.kind == "softmax":  # KL(float || quantized) of the probabilities
             log_p, log_q = _log_softmax(a, self.axis), _log_softmax(b, self.axis)
             return float(np.sum(np.exp(log_p) * (log_p - log_q)))
