@@ -27,7 +27,7 @@ are quantized per channel as usual, which absorbs any per-channel factor.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 import numpy as np
 import onnx
@@ -93,6 +93,7 @@ def channel_factors(channel_max: np.ndarray, weight_max: np.ndarray | None) -> n
 def equalize_depthwise(
     model: ir.Model, proto: onnx.ModelProto, quantized: set[ir.Node],
     batches: Iterable[Mapping[str, np.ndarray]], *, float16_scales: bool,
+    on_batch: Callable[[int], None] | None = None,
 ) -> list[dict[str, object]]:
     """Equalize ``model``'s depthwise inputs in place (rules 1-5); what was done, for the report."""
     candidates = equalization_candidates(model, quantized)
@@ -100,7 +101,7 @@ def equalize_depthwise(
         return []
     runner = ActivationRunner(proto, [value.name or "" for value, _ in candidates])
     channel_max: dict[str, np.ndarray] = {}
-    for tensors in runner.run(_first_samples(batches)):
+    for tensors in runner.run(_first_samples(batches, on_batch)):
         for name, array in tensors.items():
             axes = tuple(i for i in range(array.ndim) if i != 1)
             peak = np.abs(array).max(axis=axes) if array.size else None
@@ -125,14 +126,19 @@ def equalize_depthwise(
             for eq, _ in rewrite.applied]
 
 
-def _first_samples(batches: Iterable[Mapping[str, np.ndarray]]
+def _first_samples(batches: Iterable[Mapping[str, np.ndarray]],
+                   on_batch: Callable[[int], None] | None = None
                    ) -> Iterable[Mapping[str, np.ndarray]]:
-    """The batches holding the first ``SAMPLES`` samples (rule 2)."""
+    """The batches holding the first ``SAMPLES`` samples (rule 2); ``on_batch`` hears each
+    batch's sample count as it is handed on (a progress bar)."""
     seen = 0
     for feeds in batches:
-        yield feeds
         first = next(iter(feeds.values()), None)
-        seen += int(first.shape[0]) if first is not None and first.ndim else 1
+        count = int(first.shape[0]) if first is not None and first.ndim else 1
+        yield feeds
+        if on_batch is not None:
+            on_batch(count)
+        seen += count
         if seen >= SAMPLES:
             return
 
