@@ -141,3 +141,28 @@ def test_compare_pairs_the_equalized_convs_with_the_original_float_model(tmp_pat
     assert depthwise.float_output is not None and depthwise.local is not None
     assert depthwise.weights and depthwise.weights[0].snr_db > 30.0  # w / f against w / f
     assert depthwise.arrival_snr_db is not None and np.isfinite(depthwise.arrival_snr_db)
+
+
+def test_a_one_dimensional_depthwise_conv_gets_factors_of_its_own_rank() -> None:
+    """A Conv1d reads (N, C, L): the factors are (1, C, 1), whatever shape inference knows."""
+    g = GraphBuilder("spread_1d", seed=6, opset=14)
+    x = g.input("x", [1, 8, 32])
+    w = g.const((g.rng.normal(size=(16, 8, 1)) * 0.3).astype(np.float32))
+    y = g.node("Conv", [x, w], kernel_shape=[1])
+    spread = g.const(np.geomspace(0.01, 3.0, 16).reshape(16, 1).astype(np.float32))
+    y = g.node("Relu", [g.node("Mul", [y, spread])])
+    dw = g.const((g.rng.normal(size=(16, 1, 3)) * 0.3).astype(np.float32))
+    g.output(g.node("Conv", [y, dw], kernel_shape=[3], pads=[1, 1], group=16), [1, 16, 32])
+    model = g.ir()
+    for value in (v for n in model.graph for v in n.outputs):
+        value.shape = None  # nothing inferred
+    convs = {n for n in model.graph if n.op_type == "Conv"}
+    (value, readers), = equalization_candidates(model, convs)
+    DepthwiseEqualize([Equalization(value, readers, np.exp2(np.arange(16) % 4).astype(
+        np.float32))])(model)
+    mul = next(n for n in model.graph if n.op_type == "Mul" and n.name.endswith("_equalize"))
+    assert mul.inputs[1].const_value.numpy().shape == (1, 16, 1)
+    feeds = {"x": np.random.default_rng(0).normal(size=(1, 8, 32)).astype(np.float32)}
+    got = make_session(ir.serde.serialize_model(model).SerializeToString()).run(None, feeds)[0]
+    np.testing.assert_array_equal(got, make_session(g.proto().SerializeToString()).run(
+        None, feeds)[0])

@@ -67,7 +67,9 @@ def _insert_mul(graph: ir.Graph, eq: Equalization, taken: set[str]) -> ir.Node:
     """``Mul(value, factors)`` right after ``value``'s producer, read by ``eq.readers``."""
     value = eq.value
     base = value.name or "tensor"
-    rank = len(value.shape) if value.shape is not None else 4
+    weight = constant_array(eq.readers[0].inputs[1])
+    assert weight is not None
+    rank = weight.ndim  # a conv's input has its weight's rank, whether or not its shape is known
     dtype = value.dtype if value.dtype in (ir.DataType.FLOAT16, ir.DataType.DOUBLE) \
         else ir.DataType.FLOAT
     shape = (1, eq.factors.size) + (1,) * max(rank - 2, 0)
