@@ -69,11 +69,10 @@ def _insert_mul(graph: ir.Graph, eq: Equalization, taken: set[str]) -> ir.Node:
     base = value.name or "tensor"
     weight = constant_array(eq.readers[0].inputs[1])
     assert weight is not None
-    rank = weight.ndim  # a conv's input has its weight's rank, whether or not its shape is known
-    dtype = value.dtype if value.dtype in (ir.DataType.FLOAT16, ir.DataType.DOUBLE) \
-        else ir.DataType.FLOAT
-    shape = (1, eq.factors.size) + (1,) * max(rank - 2, 0)
-    array = eq.factors.reshape(shape).astype(dtype.numpy())
+    # A Conv's input has its weight's rank and type, whether or not they were inferred.
+    shape = (1, eq.factors.size) + (1,) * max(weight.ndim - 2, 0)
+    array = eq.factors.reshape(shape).astype(weight.dtype)
+    dtype = ir.DataType.from_numpy(array.dtype)
     factor_name = unique_name(taken, f"{base}_channel_factors")
     factors = ir.Value(name=factor_name, shape=ir.Shape(array.shape), type=ir.TensorType(dtype),
                        const_value=ir.Tensor(array, name=factor_name))
