@@ -10,10 +10,11 @@
    them). Graph inputs pair by name, else by position when the counts agree.
 3. Weights pair through their nodes: the quantized node's weight input and the float node's input
    at the same index, both read as constants.
-4. A BatchNormalization folded into its conv (``qdqkit quantize`` folds them, as TensorRT does):
-   the quantized conv writes the BN's output name. It pairs with the float conv, its output with
-   the float BN's output (the same values), and its weight with the float weight scaled per
-   output channel by gamma / sqrt(var + eps), as the fold scaled it.
+4. An epilogue folded into its conv (``qdqkit quantize`` folds a BatchNormalization, and a
+   constant per-channel ``Mul``/``Add`` after a conv, as TensorRT does): the quantized conv writes
+   the last folded node's output name. It pairs with the float conv, its output with that node's
+   output (the same values), and its weight with the float weight scaled per output channel as
+   the fold scaled it: gamma / sqrt(var + eps) for a BatchNormalization, the Mul's factors.
 5. A depthwise input ``qdqkit quantize`` equalized (``Mul(x, f)`` with power-of-two channel
    factors, read only through Q/DQ by depthwise Convs whose weights were divided by ``f``) has no
    float twin: ``replay_equalization`` applies the same exact rescale to the float model first
@@ -41,6 +42,7 @@ from qdqkit.core.qdq import (
 from qdqkit.core.shapes import infer_value_types
 from qdqkit.core.weights import is_depthwise_conv
 from qdqkit.passes.depthwise_equalize import DepthwiseEqualize, Equalization
+from qdqkit.passes.fold_channel_affine import per_channel_constant
 
 
 @dataclass
@@ -201,7 +203,7 @@ def pair_models(quant: ir.Model, float_model: ir.Model, quant_name: str,
     for qname, fname in inputs.items():
         pairs[_value(qgraph, qname)] = fvalues[fname]
     float_node_of: dict[ir.Node, ir.Node] = {}
-    folded: dict[ir.Node, _FoldedBatchNorm] = {}  # rule 4
+    folded: dict[ir.Node, _FoldedEpilogue] = {}  # rule 4
     for node in qgraph:
         if is_qdq(node) or _constant_node(node, view):
             continue
@@ -219,7 +221,7 @@ def pair_models(quant: ir.Model, float_model: ir.Model, quant_name: str,
         if match is None or not same_shapes(node, match):
             continue
         float_node_of[node] = match
-        twin = folded[node].batchnorm if node in folded else match
+        twin = folded[node].last if node in folded else match
         for qout, fout in zip(node.outputs, twin.outputs, strict=False):
             pairs[qout] = fout
     sites = _activation_sites(view, pairs)
@@ -275,34 +277,68 @@ def _match_by_name(node: ir.Node, fvalues: dict[str, ir.Value]) -> ir.Node | Non
 
 
 @dataclass(frozen=True)
-class _FoldedBatchNorm:
-    """A float Conv and the BatchNormalization after it that the quantized conv has folded in."""
+class _FoldedEpilogue:
+    """A float Conv and the BatchNormalization/Mul/Add chain after it that the quantized conv has
+    folded in (rule 4)."""
 
     conv: ir.Node
-    batchnorm: ir.Node
-    scale: np.ndarray  # per output channel: gamma / sqrt(var + eps)
+    last: ir.Node  # the chain's last node: its output is the quantized conv's
+    scale: np.ndarray  # per output channel: what the fold multiplied the weight by
 
 
-def _folded_by_name(node: ir.Node, fvalues: dict[str, ir.Value]) -> _FoldedBatchNorm | None:
-    """Rule 4: ``node`` (a Conv) writes the name of a float BN that reads a float Conv only it
-    reads, with constant statistics."""
+_FOLDABLE = ("BatchNormalization", "Mul", "Add")
+
+
+def _folded_by_name(node: ir.Node, fvalues: dict[str, ir.Value]) -> _FoldedEpilogue | None:
+    """Rule 4: ``node`` (a Conv) writes the name of the last node of a float BatchNormalization,
+    Mul and Add chain after a float Conv (each tensor before the last read by the next node only,
+    every parameter constant)."""
     if node.op_type != "Conv" or not node.outputs or not node.outputs[0].name:
         return None
     value = fvalues.get(node.outputs[0].name)
-    batchnorm = value.producer() if value is not None else None
-    if batchnorm is None or batchnorm.op_type != "BatchNormalization" or len(batchnorm.inputs) < 5:
+    last = value.producer() if value is not None else None
+    chain: list[ir.Node] = []
+    current = value
+    while current is not None and (producer := current.producer()) is not None \
+            and producer.op_type in _FOLDABLE and len(chain) < 8:
+        source = producer.inputs[0] if producer.op_type == "BatchNormalization" else next(
+            (v for v in producer.inputs if v is not None and constant_array(v) is None), None)
+        if source is None or (chain and len(current.uses()) != 1):
+            return None
+        chain.append(producer)
+        current = source
+    conv = current.producer() if current is not None else None
+    if not chain or last is None or conv is None or conv.op_type != "Conv" \
+            or current is None or len(current.uses()) != 1:
         return None
-    source = batchnorm.inputs[0]
-    conv = source.producer() if source is not None else None
-    if conv is None or source is None or conv.op_type != "Conv" or len(source.uses()) != 1:
+    weight = constant_array(conv.inputs[1]) if len(conv.inputs) > 1 else None
+    if weight is None or weight.ndim < 3:
         return None
-    gamma, _, _, variance = (constant_array(v) for v in batchnorm.inputs[1:5])
-    if gamma is None or variance is None:
+    channels = weight.shape[0]
+    scale = np.ones(channels)
+    inputs = [current, *(n.outputs[0] for n in reversed(chain[1:]))]
+    for step, x in zip(reversed(chain), inputs, strict=True):
+        factor = _fold_factor(step, x, channels, weight.ndim)
+        if factor is None:
+            return None
+        scale = scale * factor
+    return _FoldedEpilogue(conv, last, scale)
+
+
+def _fold_factor(node: ir.Node, value: ir.Value, channels: int, rank: int) -> np.ndarray | None:
+    """What folding ``node`` (reading ``value``) multiplies the conv's weight by, per channel."""
+    if node.op_type == "BatchNormalization":
+        if len(node.inputs) < 5:
+            return None
+        gamma, _, _, variance = (constant_array(v) for v in node.inputs[1:5])
+        if gamma is None or variance is None:
+            return None
+        epsilon = node.attributes["epsilon"].as_float() if "epsilon" in node.attributes else 1e-5
+        return np.asarray(gamma, np.float64) / np.sqrt(np.asarray(variance, np.float64) + epsilon)
+    factor = per_channel_constant(node, value, channels, rank)
+    if factor is None:
         return None
-    epsilon = batchnorm.attributes["epsilon"].as_float() if "epsilon" in batchnorm.attributes \
-        else 1e-5
-    scale = np.asarray(gamma, np.float64) / np.sqrt(np.asarray(variance, np.float64) + epsilon)
-    return _FoldedBatchNorm(conv, batchnorm, scale)
+    return factor if node.op_type == "Mul" else np.ones(channels)
 
 
 def _value(graph: ir.Graph, name: str) -> ir.Value:
@@ -355,7 +391,7 @@ def _activation_sites(view: QdqView, pairs: dict[ir.Value, ir.Value]) -> dict[st
 def _quantized_nodes(
     graph: ir.Graph, view: QdqView, sites: dict[str, ActivationSite],
     float_node_of: dict[ir.Node, ir.Node], fconstants: set[ir.Value],
-    folded: dict[ir.Node, _FoldedBatchNorm],
+    folded: dict[ir.Node, _FoldedEpilogue],
 ) -> tuple[list[QuantizedNode], list[str]]:
     site_of_dq: dict[ir.Value, str] = {}
     for site in sites.values():
@@ -376,7 +412,7 @@ def _quantized_nodes(
         match = float_node_of.get(node)
         if match is None:
             unpaired.append(node_label(node))
-        written = fold.batchnorm if fold is not None else match
+        written = fold.last if fold is not None else match
         nodes.append(QuantizedNode(
             node=node, name=node_label(node), op_type=node.op_type,
             output=node.outputs[0].name or "", float_node=match,

@@ -70,7 +70,7 @@ class FoldChannelAffineIntoConv(ir.passes.InPlacePass):
             reader = _only_reader(y)
             if reader is None or reader.op_type != op_type or reader.domain not in ("", "ai.onnx"):
                 continue
-            values = _per_channel(reader, y, channels, rank)
+            values = per_channel_constant(reader, y, channels, rank)
             if values is None:
                 break
             if op_type == "Mul":
@@ -104,7 +104,8 @@ def _only_reader(value: ir.Value) -> ir.Node | None:
     return next(iter(uses)).node
 
 
-def _per_channel(node: ir.Node, value: ir.Value, channels: int, rank: int) -> np.ndarray | None:
+def per_channel_constant(node: ir.Node, value: ir.Value, channels: int, rank: int
+                         ) -> np.ndarray | None:
     """The other input of binary ``node`` as ``channels`` float64 values, when it is a constant
     that broadcasts over a rank-``rank`` conv output along the channel axis only."""
     if len(node.inputs) != 2:
