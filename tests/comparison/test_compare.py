@@ -257,6 +257,23 @@ def test_a_conv_with_a_batchnorm_and_an_affine_folded_in_pairs_with_the_float_ch
     assert all(35 < n.weights[0].snr_db < 60 for n in convs)  # the scaled float weight
 
 
+def test_every_quantized_node_of_a_real_mobilenet_pairs(tmp_path: Path) -> None:
+    """PaddleOCR's angle classifier (MobileNetV3): its squeeze-excite convs add a bias reshaped at
+    run time, which quantize stores and folds; the float side must read it as a constant too
+    (18 of 97 nodes went unpaired), and its equalized depthwise inputs must be replayed."""
+    from qdqkit.quantization import quantize
+
+    fpath = Path(__file__).resolve().parents[1] / "fixtures" / "models" / \
+        "ch_ppocr_mobile_v2.0_cls_infer.onnx"
+    rng = np.random.default_rng(0)
+    batches = [{"x": rng.uniform(-1, 1, (1, 3, 48, 192)).astype(np.float32)} for _ in range(4)]
+    qpath = tmp_path / "int8.onnx"
+    quantize(fpath, batches, output=qpath, method="max")
+    result = compare(fpath, qpath, batches[:2], what_if=0, progress=False)
+    assert not result.unpaired and len(result.nodes) > 60
+    assert all(w.snr_db > 25 for n in result.nodes for w in n.weights)
+
+
 def test_a_dimension_only_one_model_knows_does_not_unpair_a_node(tmp_path: Path) -> None:
     # The float model computes its ConvTranspose weight (a Reshape of a Cast shape, as
     # paddle2onnx exports write casts), so its output channels are symbolic; the quantized model

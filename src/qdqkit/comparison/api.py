@@ -29,6 +29,7 @@ import onnx_ir as ir
 from qdqkit.comparison.pairing import (
     Pairing,
     QuantizedNode,
+    computed_constants_stored,
     graph_sketch,
     pair_models,
     replay_equalization,
@@ -93,6 +94,7 @@ def compare(
     fproto, qproto = _load(fpath), _load(qpath)
     fp16 = _has_fp16(fproto) or _has_fp16(qproto)
     fmodel, qmodel = fresh_copy(fproto, upcast=fp16), fresh_copy(qproto, upcast=fp16)
+    computed_constants_stored(fmodel)
     replay_equalization(qmodel, fmodel)
     pairing = pair_models(qmodel, fmodel, str(qpath), str(fpath))
     trt, _, from_model = resolve_build(qmodel, trt, "gpu")

@@ -123,6 +123,18 @@ def _float_index(graph: ir.Graph) -> tuple[dict[tuple[object, ...], list[ir.Node
     return index, constants
 
 
+def computed_constants_stored(float_model: ir.Model) -> None:
+    """Rule 4's precondition: the constants ``qdqkit quantize`` stores before placing (Constant
+    nodes, constant Reshape/Transpose chains such as a bias reshaped to (1, C, 1, 1)) are stored
+    in the float copy too, so a folded chain's parameters read as constants on both sides. The
+    values, and so the float model's function and tensor names, do not change."""
+    from qdqkit.passes.constants_to_initializers import ConstantsToInitializers
+    from qdqkit.passes.fold_weight_path import FoldWeightReshapeTranspose
+
+    ConstantsToInitializers()(float_model)
+    FoldWeightReshapeTranspose()(float_model)
+
+
 def replay_equalization(quant: ir.Model, float_model: ir.Model) -> int:
     """Rule 5: give ``float_model`` the equalization Muls ``quant`` has; how many were replayed."""
     view = QdqView(quant.graph)
