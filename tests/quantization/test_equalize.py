@@ -85,6 +85,7 @@ def test_quantize_gives_narrow_depthwise_channels_their_levels_at_no_engine_cost
     even = quantize(builder.proto(), batches, trt=trt, method="max", keep_unpaid=True)
     (done,) = even.calibration["equalized"]
     assert done["channels_scaled"] >= 16 and done["largest_factor"] >= 16
+    assert done["scaled"] in {t.tensor for t in even.tensors}  # the tensor its Q reads
     assert plain.calibration["equalized"] == [] and even.lint_errors == 0
     assert plain.model is not None and even.model is not None
     gain = _snr_db(builder, even.model, held) - _snr_db(builder, plain.model, held)

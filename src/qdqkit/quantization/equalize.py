@@ -120,10 +120,11 @@ def equalize_depthwise(
         return []
     rewrite = DepthwiseEqualize(plans, keep=_fused)
     rewrite(model)
-    return [{"tensor": eq.value.name, "readers": [node_label(r) for r in eq.readers],
+    return [{"tensor": eq.value.name, "scaled": mul.outputs[0].name,
+             "readers": [node_label(r) for r in eq.readers],
              "channels_scaled": int(np.count_nonzero(eq.factors > 1)),
              "channels": int(eq.factors.size), "largest_factor": float(eq.factors.max())}
-            for eq, _ in rewrite.applied]
+            for eq, mul in rewrite.applied]
 
 
 def _first_samples(batches: Iterable[Mapping[str, np.ndarray]],
