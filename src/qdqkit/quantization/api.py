@@ -35,7 +35,6 @@ from qdqkit.core.shapes import infer_value_types
 from qdqkit.linting import lint
 from qdqkit.quantization.by_output import SampleKeeper, choose_by_output
 from qdqkit.quantization.calibrate import calibrate_groups
-from qdqkit.quantization.equalize import SAMPLES as EQUALIZE_SAMPLES
 from qdqkit.quantization.equalize import equalize_depthwise
 from qdqkit.quantization.fp16_watch import Fp16Watch, fp16_watch
 from qdqkit.quantization.fp32_pins import Fp32Pins, fp32_pins
@@ -142,12 +141,8 @@ def quantize(
     # Per-tensor weight scales cannot absorb per-channel factors: equalizing would crush the
     # weights of the channels it scales up.
     if equalize and target == "gpu" and not calibration_data.is_random and not per_tensor_weights:
-        total = calibration_data.total_samples
-        with Progress("equalizing", total=None if total is None else min(total, EQUALIZE_SAMPLES),
-                      enabled=progress) as bar:
-            equalized = equalize_depthwise(quantized, proto, set(placement.quantized_weighted),
-                                           calibration_data, float16_scales=fp16,
-                                           on_batch=bar.advance)
+        equalized = equalize_depthwise(quantized, proto, set(placement.quantized_weighted),
+                                       calibration_data, float16_scales=fp16, progress=progress)
         if equalized:
             proto = ir.serde.serialize_model(quantized)
             types = infer_value_types(quantized)

@@ -34,6 +34,7 @@ import onnx
 import onnx_ir as ir
 
 from qdqkit.core.activations import ActivationRunner
+from qdqkit.core.progress import Progress
 from qdqkit.core.qdq import QdqView, node_label
 from qdqkit.core.shapes import infer_value_types
 from qdqkit.core.weights import is_depthwise_conv
@@ -93,20 +94,24 @@ def channel_factors(channel_max: np.ndarray, weight_max: np.ndarray | None) -> n
 def equalize_depthwise(
     model: ir.Model, proto: onnx.ModelProto, quantized: set[ir.Node],
     batches: Iterable[Mapping[str, np.ndarray]], *, float16_scales: bool,
-    on_batch: Callable[[int], None] | None = None,
+    progress: bool | None = False,
 ) -> list[dict[str, object]]:
-    """Equalize ``model``'s depthwise inputs in place (rules 1-5); what was done, for the report."""
+    """Equalize ``model``'s depthwise inputs in place (rules 1-5); what was done, for the report.
+    ``progress`` shows a bar over the data pass (None: when stderr is a terminal)."""
     candidates = equalization_candidates(model, quantized)
     if not candidates:
         return []
     runner = ActivationRunner(proto, [value.name or "" for value, _ in candidates])
     channel_max: dict[str, np.ndarray] = {}
-    for tensors in runner.run(_first_samples(batches, on_batch)):
-        for name, array in tensors.items():
-            axes = tuple(i for i in range(array.ndim) if i != 1)
-            peak = np.abs(array).max(axis=axes) if array.size else None
-            if peak is not None:
-                channel_max[name] = np.maximum(channel_max.get(name, peak), peak)
+    total = getattr(batches, "total_samples", None)
+    with Progress("equalizing", total=None if total is None else min(total, SAMPLES),
+                  enabled=progress) as bar:
+        for tensors in runner.run(_first_samples(batches, bar.advance)):
+            for name, array in tensors.items():
+                axes = tuple(i for i in range(array.ndim) if i != 1)
+                peak = np.abs(array).max(axis=axes) if array.size else None
+                if peak is not None:
+                    channel_max[name] = np.maximum(channel_max.get(name, peak), peak)
     plans: list[Equalization] = []
     for value, readers in candidates:
         peak = channel_max.get(value.name or "")
