@@ -185,3 +185,25 @@ def test_an_output_whose_length_the_values_decide_is_judged_padded() -> None:
     g.output(g.node("Compress", [values, kept]))
     result = quantize(g.proto(), _data(8), method="auto", trt="10", keep_unpaid=True)
     assert "auto_by_output" in result.calibration
+
+
+def test_the_output_snr_is_the_written_models_when_settle_keeps_regions_float() -> None:
+    """Most of the small transformer's INT8 regions do not pay on a GPU: settle keeps them float
+    after ``auto`` searched its scales on the all-INT8 placement. The SNR reported is the
+    written model's, as measured here against the float model, not the searched placement's."""
+    from qdqkit.core.qdq import is_quantize
+    from tests.quantization.float_models import calibration_batches, transformer
+    from tests.quantization.test_quantize import _snr_db
+
+    builder = transformer()
+    batches = calibration_batches(builder, 8)
+    searched = quantize(builder.proto(), batches, method="auto", trt="10", keep_unpaid=True)
+    result = quantize(builder.proto(), batches, method="auto", trt="10")
+    assert result.model is not None and searched.model is not None
+    count = sum(1 for n in result.model.graph if is_quantize(n))
+    assert 0 < count < sum(1 for n in searched.model.graph if is_quantize(n))
+    kept = searched.calibration["auto_by_output"]["output_snr_db"]["hidden"]
+    written = result.calibration["auto_by_output"]["output_snr_db"]["hidden"]
+    measured = _snr_db(builder, result.model, batches)
+    assert abs(written - measured) < 0.2
+    assert written > kept + 3.0  # the searched placement's figure would have been reported

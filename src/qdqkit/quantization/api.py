@@ -33,7 +33,7 @@ from qdqkit.core.progress import Progress
 from qdqkit.core.qdq import node_label
 from qdqkit.core.shapes import infer_value_types
 from qdqkit.linting import lint
-from qdqkit.quantization.by_output import SampleKeeper, choose_by_output
+from qdqkit.quantization.by_output import SampleKeeper, choose_by_output, written_output_snr
 from qdqkit.quantization.calibrate import calibrate_groups
 from qdqkit.quantization.equalize import equalize_depthwise
 from qdqkit.quantization.fp16_watch import Fp16Watch, fp16_watch
@@ -47,7 +47,7 @@ from qdqkit.quantization.prepare import (
 from qdqkit.quantization.result import QuantizeResult, WeightedReport
 from qdqkit.quantization.settle import settle
 from qdqkit.report.json_output import dumps_json
-from qdqkit.trt.placement import plan_placement
+from qdqkit.trt.placement import Placement, plan_placement
 from qdqkit.trt.versions import TARGETS, normalize_trt_version
 
 HIGH_PRECISIONS = ("fp16", "fp32")
@@ -184,6 +184,7 @@ def quantize(
         raise QdqkitError(f"tensor '{missing[0]}' could not be calibrated; exclude its reader "
                           "with --exclude")
     judged_shapes = _data_shapes(quantized, calibration_data)
+    searched = _plan_signature(placement)  # what ``auto`` measured, before settle drops any
     fp16_ranges = watch.ranges(calibrated.ranges, {
         t.tensor: (t.minimum, t.maximum) for t in calibrated.tensors})
     settled = settle(
@@ -199,6 +200,12 @@ def quantize(
     # float are weighted-op decisions, reported with their reasons in ``weighted``.
     untouched = {node_label(n) for n in blocked}
     quantized, placement, blocked = settled.model, settled.placement, settled.blocked
+    if chosen and keeper is not None and _plan_signature(placement) != searched:
+        # Settle kept part of the searched placement float: the SNR the search measured is not
+        # the written model's, so the written model is run on the same samples.
+        chosen["output_snr_db"] = {
+            name: None if snr is None else round(snr, 2) for name, snr in
+            written_output_snr(ir.from_proto(proto), quantized, keeper.samples()).items()}
     fp32_nodes = settled.fp32_nodes
     pins = fp32_pins(quantized, fp16_ranges, trt, types) if pin else Fp32Pins()
     if pin:
@@ -266,6 +273,16 @@ def quantize(
             outputs.stage_text(report_path(out_path), dumps_json(result.report_json()))
     result.seconds = time.perf_counter() - start
     return result
+
+
+def _plan_signature(placement: Placement) -> tuple[frozenset[object], frozenset[str]]:
+    """What a placement quantizes, by name: each point's tensor and readers, and the weighted
+    nodes (names survive the re-parses settle makes)."""
+    points = frozenset(
+        (p.value.name or "", None if p.readers is None
+         else tuple(sorted(node_label(r) for r in p.readers)))
+        for p in placement.points)
+    return points, frozenset(node_label(n) for n in placement.quantized_weighted)
 
 
 def _batch_count(data: CalibrationData) -> int | None:
