@@ -123,3 +123,17 @@ def test_the_command_spellings_of_data_are_kept() -> None:
                               "--calib-limit", "4"]).limit == 4
     assert parser.parse_args(["quantize", "m.onnx", "-o", "q.onnx", "--calib", "d"]).data == "d"
     assert parser.parse_args(["verify", "m.onnx", "dir", "--inputs", "x.npz"]).data == "x.npz"
+
+
+def test_calibrating_commands_take_deployed_shapes_beside_real_data() -> None:
+    """For quantize and fix, --shapes are the shapes the engine is judged at: they go with a
+    data file (which keeps its own shapes); the request to read the file carries none."""
+    from qdqkit.cli import fix_cmd, quantize_cmd
+
+    parser = build_parser()
+    for command, group in ((["quantize", "m.onnx", "-o", "q.onnx"], quantize_cmd.DATA),
+                           (["fix", "q.onnx", "-o", "f.onnx"], fix_cmd.DATA)):
+        options = group.parse(parser.parse_args(
+            [*command, "--calib", "x.npz", "--shapes", "x:32x3x8x8"]))
+        assert options.shapes == {"x": (32, 3, 8, 8)}
+        assert options.request().shapes is None

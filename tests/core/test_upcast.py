@@ -44,3 +44,20 @@ def test_upcast_is_exact_where_fp16_is_exact() -> None:
 def test_float32_model_is_left_alone() -> None:
     model = ir.serde.deserialize_model(demo_network("trt"))
     assert not upcast_float16(model)
+
+
+def test_upcasting_a_clone_leaves_the_original_types_alone() -> None:
+    """onnx-ir clones share their values' type objects with the original: retyping through
+    them changed the original model, which then declared float32 outputs for fp16 nodes."""
+    g = GraphBuilder()
+    h = g.node("Cast", [g.input("x", [4])], name="", out="h", to=TensorProto.FLOAT16)
+    g.node("Cast", [g.node("Relu", [h], name="", out="r")], name="", out="y",
+           to=TensorProto.FLOAT)
+    g.output("y", [4])
+    model = g.ir()
+    relu = next(n for n in model.graph if n.op_type == "Relu")
+    relu.outputs[0].dtype = ir.DataType.FLOAT16
+    clone = model.clone()
+    assert upcast_float16(clone)
+    assert relu.outputs[0].dtype == ir.DataType.FLOAT16
+    assert next(n for n in clone.graph if n.op_type == "Relu").outputs[0].dtype == ir.DataType.FLOAT

@@ -137,9 +137,9 @@ def mobilenet(size: int = 32, hardswish: str = "HardSwish") -> GraphBuilder:
     return g
 
 
-def transformer(tokens: int = 16, dim: int = 64) -> GraphBuilder:
+def transformer(tokens: int = 16, dim: int = 64, batch: int | str = 1) -> GraphBuilder:
     g = GraphBuilder("transformer_block", seed=4, opset=17)
-    x = g.input("tokens", [1, tokens, dim])
+    x = g.input("tokens", [batch, tokens, dim])
 
     def linear(v: str, cin: int, cout: int) -> str:
         w = g.const(g.rng.normal(0, 1 / np.sqrt(cin), (cin, cout)).astype(np.float32))
@@ -159,7 +159,7 @@ def transformer(tokens: int = 16, dim: int = 64) -> GraphBuilder:
         g.node("Div", [h, g.const(np.float32(np.sqrt(2.0)))])]), g.const(np.float32(1.0))])]),
         g.const(np.float32(0.5))])
     g.node("Add", [x, linear(gelu, 4 * dim, dim)], out="hidden")
-    g.output("hidden", [1, tokens, dim])
+    g.output("hidden", [batch, tokens, dim])
     return g
 
 

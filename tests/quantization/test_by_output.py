@@ -207,3 +207,17 @@ def test_the_output_snr_is_the_written_models_when_settle_keeps_regions_float() 
     measured = _snr_db(builder, result.model, batches)
     assert abs(written - measured) < 0.2
     assert written > kept + 3.0  # the searched placement's figure would have been reported
+
+
+def test_the_written_fp16_model_loads_after_its_snr_is_measured(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Measuring the written model runs an upcast clone of it: the model written afterwards
+    keeps its own fp16 types (onnxruntime refuses a model whose declared types are wrong)."""
+    from tests.quantization.float_models import calibration_batches, transformer
+
+    builder = transformer()
+    out = tmp_path / "q.onnx"
+    result = quantize(builder.proto(), calibration_batches(builder, 8), output=out,
+                      method="auto", trt="11")
+    assert any(not w.quantized for w in result.weighted)  # settle kept a region float
+    session = make_session(str(out))
+    assert session.get_outputs()[0].name == "hidden"

@@ -194,8 +194,10 @@ class DataOptions:
             return None
         from qdqkit.core.data import DataRequest
 
+        # Real data brings its own shapes: ``--shapes`` then only names the deployed ones.
         return DataRequest(self.source, batch=self.batch, limit=self.sample_limit,
-                           shapes=self.shapes, preprocess=self.preprocess_spec(), seed=self.seed)
+                           shapes=self.shapes if self.source == "random" else None,
+                           preprocess=self.preprocess_spec(), seed=self.seed)
 
     def request_or_random(self) -> Any:
         """:meth:`request`, or for a command that runs on random data when none is given, a
@@ -227,21 +229,27 @@ class DataArgs(ArgGroup[DataOptions]):
     (``verify``, ``quantize``, ``fix``, ``compare``, ``profile``).
 
     ``aliases`` keep a command's own spelling of ``--data`` (``quantize --calib``,
-    ``verify --inputs``); ``limit_alias`` likewise (``--calib-limit``).
+    ``verify --inputs``); ``limit_alias`` likewise (``--calib-limit``). ``deployed_shapes``:
+    ``--shapes`` are also the shapes the command judges the engine at, so they go with real
+    data too (whose own shapes stay as they are).
     """
 
     def __init__(self, *, samples: int = 4, aliases: Sequence[str] = (),
-                 limit_alias: str | None = None, title: str = "input data") -> None:
+                 limit_alias: str | None = None, title: str = "input data",
+                 deployed_shapes: bool = False) -> None:
         self.samples = samples
         self.aliases = tuple(aliases)
         self.limit_alias = limit_alias
         self.title = title
+        self.deployed_shapes = deployed_shapes
 
     @classmethod
     def calibration(cls, title: str = "calibration data") -> DataArgs:
-        """The group of the commands that calibrate (``quantize``, ``fix``): ``--calib`` and
-        ``--calib-limit`` spell ``--data`` and ``--limit``; 8 random samples by default."""
-        return cls(samples=8, aliases=("--calib",), limit_alias="--calib-limit", title=title)
+        """The group of the commands that calibrate and judge which INT8 regions pay
+        (``quantize``, ``fix``): ``--calib`` and ``--calib-limit`` spell ``--data`` and
+        ``--limit``; 8 random samples by default; ``--shapes`` are the deployed shapes."""
+        return cls(samples=8, aliases=("--calib",), limit_alias="--calib-limit", title=title,
+                   deployed_shapes=True)
 
     def add_to(self, parser: argparse.ArgumentParser) -> None:
         group = parser.add_argument_group(self.title)
@@ -254,8 +262,13 @@ class DataArgs(ArgGroup[DataOptions]):
                            "0.225,order=RGB,layout=NCHW,scale=1/255' (every key optional; size is height x "
                            "width, by default the model's)")
         group.add_argument("--shapes", action="append", default=[], metavar="SHAPES",
-                           help="shapes of random inputs with dynamic dimensions, trtexec's "
-                           "spelling: name:1x3x640x640,other:1x10")
+                           help=("the input shapes you deploy, trtexec's spelling: "
+                                 "name:32x3x640x640,other:32x10; the engine is predicted and "
+                                 "which INT8 regions pay is judged at them (default: the "
+                                 "calibration data's first batch), and random inputs take them"
+                                 if self.deployed_shapes else
+                                 "shapes of random inputs with dynamic dimensions, trtexec's "
+                                 "spelling: name:1x3x640x640,other:1x10"))
         group.add_argument("--batch", type=int, metavar="N",
                            help="samples per inference (default: the model's batch, else 1)")
         limit = ["--limit", *([self.limit_alias] if self.limit_alias else [])]
@@ -271,7 +284,7 @@ class DataArgs(ArgGroup[DataOptions]):
 
         shapes = parse_shapes(args.shapes) or None
         source = args.data
-        if shapes and source not in (None, "random"):
+        if shapes and source not in (None, "random") and not self.deployed_shapes:
             raise QdqkitError("--shapes sizes random inputs; a data file brings its own shapes")
         if args.preprocess and source in (None, "random"):
             raise QdqkitError("--preprocess reads images: give a folder of them with --data")

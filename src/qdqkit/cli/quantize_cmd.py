@@ -122,6 +122,18 @@ def _by_output_line(chosen: dict[str, Any] | None) -> list[str]:
     return lines
 
 
+def _judged_at(result: Any) -> str:
+    """At which input shapes the engine was predicted, when the model leaves them open."""
+    shapes = result.judged_shapes
+    if not shapes:
+        return ""
+    spec = ",".join(f"{name}:{'x'.join(str(d) for d in dims)}" for name, dims in shapes.items()
+                    if dims)
+    whose = ("--shapes" if result.options.get("shapes")
+             else "the first calibration batch; --shapes gives the deployed ones")
+    return f" at {spec} ({whose})"
+
+
 def render(result: Any) -> str:
     cal = result.calibration
     picked = Counter(t.method for t in result.tensors)
@@ -144,7 +156,8 @@ def render(result: Any) -> str:
         f"  INT8 MACs     {'unknown' if share is None else f'{share:.1%}'} of {macs(total)} "
         f"({sum(1 for w in weighted if w.quantized)}/{len(weighted)} weighted ops"
         f"{engine.mac_caveat()})",
-        f"  engine        TensorRT {result.options['trt']} {result.options['target']}: "
+        f"  engine        TensorRT {result.options['trt']} {result.options['target']}"
+        f"{_judged_at(result)}: "
         f"{by_precision or 'no layers'}; {engine.reformats} Reformats "
         f"({engine.qdq_reformats} from Q/DQ)",
         f"  lint          {result.lint_errors} errors; warnings: {warned}",

@@ -22,6 +22,7 @@ import onnx
 import onnx_ir as ir
 
 from qdqkit.core.qdq import WEIGHTED_OPS
+from qdqkit.core.value_types import set_dtype
 
 _KEEP_INITIALIZER_ELEMENTS = 64  # shape tensors and scalars keep their values (data propagation)
 # ONNX's Reshape-13 shape inference ignores a shape its input computes (Shape -> Slice -> Concat,
@@ -197,7 +198,7 @@ def fill_value_types(model: ir.Model) -> None:
                 value.shape = shape
             dtype = types.dtype_of(value)
             if dtype is not None:
-                value.dtype = dtype
+                set_dtype(value, dtype)
 
 
 def _infer(model: ir.Model, values: list[ir.Value], *, stored_shapes: bool) -> ValueTypes:

@@ -12,6 +12,8 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
+from qdqkit.core.value_types import set_dtype
+
 _F16 = ir.DataType.FLOAT16
 _F32 = ir.DataType.FLOAT
 
@@ -48,6 +50,6 @@ def upcast_float16(model: ir.Model) -> bool:
             changed = True
     for value in values:
         if value.dtype == _F16:
-            value.dtype = _F32
+            set_dtype(value, _F32)
             changed = True
     return changed

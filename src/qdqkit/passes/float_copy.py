@@ -24,6 +24,7 @@ from onnx_ir._cloner import Cloner
 
 from qdqkit.core.constants import constant_source
 from qdqkit.core.qdq import QdqView, is_dequantize, is_quantize
+from qdqkit.core.value_types import set_dtype
 from qdqkit.passes.strip_qdq import _float_dtype, _scale_type, dequantized_array
 
 
@@ -107,6 +108,6 @@ def _dequantized(node: ir.Node, view: QdqView, copy_of: Callable[[ir.Value], ir.
         return ir.Value(name=out.name, const_value=ir.Tensor(array))
     if x.is_graph_input():
         copied = copy_of(x)
-        copied.dtype = ir.DataType.from_numpy(_float_dtype(view, node))
+        set_dtype(copied, ir.DataType.from_numpy(_float_dtype(view, node)))
         return copied
     return None

@@ -32,6 +32,7 @@ from qdqkit.core.constants import constant_array, constant_source
 from qdqkit.core.names import taken_names, unique_name
 from qdqkit.core.qdq import WEIGHT_PATH_OPS, WEIGHTED_OPS, QdqView, is_quantize, node_label
 from qdqkit.core.qdq_math import dequantize, quantize
+from qdqkit.core.value_types import set_dtype
 from qdqkit.passes.fold_weight_path import evaluate_constant
 from qdqkit.passes.node_removal import remove_together
 from qdqkit.passes.scales import ScaleOrigin, ScaleTable
@@ -225,7 +226,7 @@ class StripQdqPairs(ir.passes.InPlacePass):
         if x.is_graph_input():
             params = view.params(dq)
             assert params is not None
-            x.dtype = ir.DataType.from_numpy(_float_dtype(view, dq))
+            set_dtype(x, ir.DataType.from_numpy(_float_dtype(view, dq)))
             self._record(x, params.implicit_int8_scale, dq)
             self._reroute(graph, dq, x, rerouted)
             return

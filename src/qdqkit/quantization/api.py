@@ -93,7 +93,9 @@ def quantize(
     regions the cost model predicts slower than FP16 (``quantization.settle``). ``equalize``
     evens out the channel ranges depthwise convolutions read with exact power-of-two factors
     where TensorRT fuses them (``quantization.equalize``; GPU only, not on random data nor with
-    per-tensor weights).
+    per-tensor weights). ``shapes`` are the input shapes you deploy: the engine is predicted,
+    and which INT8 regions pay judged, at them (without them, at the first batch's shapes, which
+    for samples calibrated one by one is batch 1); random data is drawn at them.
     """
     start = time.perf_counter()
     if target not in TARGETS:
@@ -120,7 +122,11 @@ def quantize(
             fp16 = False
             warnings.append(f"the float remainder stays FP32: {exc}")
     proto = _normalized(proto)
-    calibration_data = open_data(data, proto, batch=batch, limit=calib_limit, shapes=shapes,
+    random_data = isinstance(data, str) and data == "random"
+    if shapes and not random_data:
+        _check_deployed_shapes(proto, shapes, where)
+    calibration_data = open_data(data, proto, batch=batch, limit=calib_limit,
+                                 shapes=shapes if random_data else None,
                                  preprocess=preprocess, seed=seed)
     quantized = ir.from_proto(proto)
     types = infer_value_types(quantized)
@@ -183,7 +189,8 @@ def quantize(
     if missing:
         raise QdqkitError(f"tensor '{missing[0]}' could not be calibrated; exclude its reader "
                           "with --exclude")
-    judged_shapes = _data_shapes(quantized, calibration_data)
+    judged_shapes = ({name: [int(d) for d in dims] for name, dims in shapes.items()}
+                     if shapes else _data_shapes(quantized, calibration_data))
     searched = _plan_signature(placement)  # what ``auto`` measured, before settle drops any
     fp16_ranges = watch.ranges(calibrated.ranges, {
         t.tensor: (t.minimum, t.maximum) for t in calibrated.tensors})
@@ -231,6 +238,8 @@ def quantize(
         "per_tensor_weights": per_tensor_weights, "keep_unpaid": keep_unpaid,
         "batch": calibration_data.batch,
         "calib_limit": calib_limit, "smooth_quant": smooth_quant, "equalize": equalize,
+        "shapes": {name: [int(d) for d in dims] for name, dims in shapes.items()} if shapes
+        else None,
     }
     calibration = {
         "data": calibration_data.description, "random": calibration_data.is_random,
@@ -264,7 +273,7 @@ def quantize(
         trtexec=trtexec_line(out_path or Path("model_int8.onnx"), trt, target,
                              high_precision=high_precision, pins=pins,
                              int8=bool(placement.points)),
-        seconds=0.0, warnings=warnings, model=quantized,
+        seconds=0.0, warnings=warnings, model=quantized, judged_shapes=judged_shapes,
     )
     if out_path is not None:
         protected = (source_path,) if source_path is not None else ()
@@ -391,6 +400,37 @@ def _data_shapes(model: ir.Model, data: Any) -> dict[str, list[int]] | None:
     if not batch:
         return None
     return {name: [int(d) for d in array.shape] for name, array in batch.items()}
+
+
+def _check_deployed_shapes(proto: onnx.ModelProto, shapes: Mapping[str, Sequence[int]],
+                           where: str) -> None:
+    """Deployed shapes must name the model's inputs, with their rank and fixed dimensions."""
+    from qdqkit.core.model_inputs import model_inputs
+
+    inputs = {spec.name: spec for spec in model_inputs(proto)}
+    unknown = [name for name in shapes if name not in inputs]
+    if unknown:
+        raise QdqkitError(f"{where}: --shapes names '{unknown[0]}', which is not an input of the "
+                          f"model (its inputs: {', '.join(inputs) or 'none'})")
+    open_inputs = [name for name, spec in inputs.items()
+                   if name not in shapes and (spec.dims is None or None in spec.dims)]
+    if open_inputs:
+        raise QdqkitError(f"{where}: --shapes leaves out {', '.join(repr(n) for n in open_inputs)}"
+                          ", whose dimensions are dynamic too: give the deployed shape of every "
+                          "such input")
+    for name, dims in shapes.items():
+        spec = inputs[name]
+        if spec.dims is None:
+            continue
+        given = "x".join(str(d) for d in dims)
+        if len(dims) != len(spec.dims):
+            raise QdqkitError(f"{where}: input '{name}' has {len(spec.dims)} dimensions; "
+                              f"--shapes gives {len(dims)} ({given})")
+        for axis, (fixed, value) in enumerate(zip(spec.dims, dims, strict=True)):
+            if value < 1 or (fixed is not None and fixed != value):
+                wanted = f"is fixed at {fixed}" if fixed is not None else "must be at least 1"
+                raise QdqkitError(f"{where}: input '{name}' axis {axis} {wanted}; --shapes "
+                                  f"gives {given}")
 
 
 def _shape_spec(shapes: Mapping[str, list[int]] | None) -> str | None:

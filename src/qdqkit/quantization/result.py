@@ -4,7 +4,8 @@
 output), ``calibration`` (data, samples, whether it was random), ``tensors`` (per quantized
 tensor: scale, scale group, method, observed range, clipped fraction), ``weighted`` (per weighted
 op: quantized or why not, MACs), ``float_nodes`` (what stayed float and why: plugins, exclusions),
-``fp32_nodes`` (the float remainder kept FP32 and why), ``engine`` (the predicted engine summary)
+``fp32_nodes`` (the float remainder kept FP32 and why), ``engine`` (the predicted engine summary,
+with the input shapes it was predicted at)
 and ``warnings``.
 """
 
@@ -55,6 +56,9 @@ class QuantizeResult:
     seconds: float
     warnings: list[str] = field(default_factory=list)
     model: ir.Model | None = field(default=None, repr=False)
+    # The input shapes the engine was predicted at (``--shapes``, else the data's first batch);
+    # None when the model fixes every dimension.
+    judged_shapes: dict[str, list[int]] | None = None
 
     @property
     def int8_mac_share(self) -> float | None:
@@ -89,6 +93,7 @@ class QuantizeResult:
                 "reformats": self.engine.reformats,
                 "qdq_reformats": self.engine.qdq_reformats,
                 "int8_mac_share": self.engine.int8_mac_share,
+                "input_shapes": self.judged_shapes,
                 "lint_errors": self.lint_errors,
                 "lint_warnings": self.lint_warnings,
             },
