@@ -14,14 +14,17 @@ model leaves unset.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import onnx
+import onnx.numpy_helper
 import onnx_ir as ir
 
 from qdqkit.core.qdq import WEIGHTED_OPS
+from qdqkit.core.shape_folding import fold_shape_values
 from qdqkit.core.value_types import set_dtype
 
 _KEEP_INITIALIZER_ELEMENTS = 64  # shape tensors and scalars keep their values (data propagation)
@@ -31,6 +34,8 @@ _KEEP_INITIALIZER_ELEMENTS = 64  # shape tensors and scalars keep their values (
 # the old behaviour, and layouts defaulting to the old one), so an opset-13 graph is inferred as
 # opset 14; if that fails, as written.
 _RESHAPE_WITHOUT_DATA = 13
+# Inference rounds with shape values folded to constants (``core.shape_folding``).
+_FOLD_ROUNDS = 4
 # From this IR version on a function proto carries its own value types (as onnx-ir writes them).
 _FUNCTION_VALUE_INFO_IR_VERSION = 10
 
@@ -117,11 +122,13 @@ def _write_node(nodes: Any, node: ir.Node) -> None:
             ir.serde.serialize_attribute_into(proto.attribute.add(), attr)
 
 
-def _write_graph(proto: onnx.GraphProto, graph: ir.Graph, *, stored_shapes: bool) -> None:
+def _write_graph(proto: onnx.GraphProto, graph: ir.Graph, *, stored_shapes: bool,
+                 folded: Mapping[str, np.ndarray]) -> None:
     """What inference reads of ``graph``; the value types it declares only for computed values.
 
     Without ``stored_shapes`` the computed values' declared types and the outputs' shapes are left
-    out, so inference starts afresh from the inputs and weights.
+    out, so inference starts afresh from the inputs and weights. A ``folded`` value is written as
+    a constant in place of the node computing it (``core.shape_folding``).
     """
     # ONNX inference before IR version 4 types only initializers listed as graph inputs, so an
     # initializer gets no value_info of its own here, as in a model file.
@@ -136,7 +143,11 @@ def _write_graph(proto: onnx.GraphProto, graph: ir.Graph, *, stored_shapes: bool
             ir.serde.serialize_tensor_into(tensor, value.const_value)
             tensor.name = value.name or ""
     proto.initializer.extend(_dims_only(v) for v in large)
+    for name, array in folded.items():
+        proto.initializer.append(onnx.numpy_helper.from_array(array, name))
     for node in graph:
+        if folded and node.outputs and all(o.name in folded for o in node.outputs):
+            continue
         _write_node(proto.node, node)
         if not stored_shapes:
             continue
@@ -152,13 +163,14 @@ def _write_graph(proto: onnx.GraphProto, graph: ir.Graph, *, stored_shapes: bool
             output.type.tensor_type.ClearField("shape")
 
 
-def _inference_bytes(model: ir.Model, *, stored_shapes: bool, reshape_14: bool = False) -> bytes:
+def _inference_bytes(model: ir.Model, *, stored_shapes: bool, reshape_14: bool = False,
+                     folded: Mapping[str, np.ndarray] | None = None) -> bytes:
     proto = onnx.ModelProto(ir_version=model.ir_version)
     for domain, version in model.opset_imports.items():
         if reshape_14 and domain in ("", "ai.onnx") and version == _RESHAPE_WITHOUT_DATA:
             version += 1
         proto.opset_import.add(domain=domain, version=version)
-    _write_graph(proto.graph, model.graph, stored_shapes=stored_shapes)
+    _write_graph(proto.graph, model.graph, stored_shapes=stored_shapes, folded=folded or {})
     for function in model.functions.values():
         ir.serde.serialize_function_into(
             proto.functions.add(), function,
@@ -201,21 +213,76 @@ def fill_value_types(model: ir.Model) -> None:
                 set_dtype(value, dtype)
 
 
-def _infer(model: ir.Model, values: list[ir.Value], *, stored_shapes: bool) -> ValueTypes:
+def _run_inference(model: ir.Model, *, stored_shapes: bool,
+                   folded: Mapping[str, np.ndarray]) -> onnx.ModelProto | None:
     default = model.opset_imports.get("", model.opset_imports.get("ai.onnx"))
     attempts = (True, False) if default == _RESHAPE_WITHOUT_DATA else (False,)
     for reshape_14 in attempts:
         try:
             # Not strict: a custom-domain plugin op must not cost the shapes of everything else.
             # Bytes in, so the proto written for it is gone before inference makes its own copy.
-            inferred = onnx.shape_inference.infer_shapes(
-                _inference_bytes(model, stored_shapes=stored_shapes, reshape_14=reshape_14),
+            return onnx.shape_inference.infer_shapes(
+                _inference_bytes(model, stored_shapes=stored_shapes, reshape_14=reshape_14,
+                                 folded=folded),
                 strict_mode=False, data_prop=True)
-            break
         except Exception:  # a malformed graph: no shapes beyond the stored ones
             continue
-    else:
+    return None
+
+
+def _fold_rounds(model: ir.Model, inferred: onnx.ModelProto, *, stored_shapes: bool
+                 ) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+    """Rule 3 of ``core.shape_folding``: infer again with the shape values it can compute,
+    while they size something inference left unsized."""
+    graph = model.graph
+    folded: dict[str, np.ndarray] = {}
+    if not any(node.op_type in ("Shape", "Size") for node in graph):
+        return inferred, folded
+    for _ in range(_FOLD_ROUNDS):
+        dims = _static_dims_by_name(model, inferred)
+        more = fold_shape_values(graph, _static_lookup(dims), folded)
+        folded.update(more)  # sized by their arrays, whatever inference says of them
+        if not _sizes_more(graph, more, dims, folded):
+            break
+        again = _run_inference(model, stored_shapes=stored_shapes, folded=folded)
+        if again is None:
+            break
+        inferred = again
+    return inferred, folded
+
+
+def _sizes_more(graph: ir.Graph, more: Mapping[str, np.ndarray],
+                known: Mapping[str, list[int]], folded: Mapping[str, np.ndarray]) -> bool:
+    """Whether a node inference left unsized, and not folded, reads one of the ``more``
+    values: only then is another round of inference worth it."""
+    return any(
+        any(v is not None and v.name in more for v in node.inputs)
+        and any(o.name and o.name not in known and o.name not in folded for o in node.outputs)
+        for node in graph)
+
+
+def _static_lookup(dims: Mapping[str, list[int]]) -> Callable[[ir.Value], list[int] | None]:
+    def static(value: ir.Value) -> list[int] | None:
+        own = _static_dims(value)
+        return own if own is not None else dims.get(value.name or "")
+    return static
+
+
+def _static_dims_by_name(model: ir.Model, inferred: onnx.ModelProto) -> dict[str, list[int]]:
+    """Every value inference (or the model) sized in full, by name."""
+    found: dict[str, list[int]] = {}
+    for info in (*inferred.graph.value_info, *inferred.graph.output, *inferred.graph.input):
+        tensor = info.type.tensor_type
+        if tensor.HasField("shape") and all(d.HasField("dim_value") for d in tensor.shape.dim):
+            found[info.name] = [d.dim_value for d in tensor.shape.dim]
+    return found
+
+
+def _infer(model: ir.Model, values: list[ir.Value], *, stored_shapes: bool) -> ValueTypes:
+    inferred = _run_inference(model, stored_shapes=stored_shapes, folded={})
+    if inferred is None:
         return ValueTypes()
+    inferred, folded = _fold_rounds(model, inferred, stored_shapes=stored_shapes)
     unset = {v.name for v in values
              if v.name and (v.shape is None or v.dtype is None or not stored_shapes)}
     infos = {vi.name: vi.type.tensor_type for vi in inferred.graph.value_info if vi.name in unset}
@@ -240,4 +307,8 @@ def _infer(model: ir.Model, values: list[ir.Value], *, stored_shapes: bool) -> V
             shapes[name] = shape
         if value.dtype is None and info.elem_type:
             dtypes[name] = ir.DataType(info.elem_type)
+    for name, array in folded.items():  # exact: computed, not inferred
+        if name in unset:
+            shapes[name] = ir.Shape(array.shape, frozen=True)
+            dtypes.setdefault(name, ir.DataType.from_numpy(array.dtype))
     return ValueTypes(shapes, dtypes, inferred_wins=not stored_shapes)
