@@ -66,3 +66,21 @@ def test_deployed_shapes_that_do_not_fit_the_model_are_one_line_errors(
     with pytest.raises(QdqkitError, match=message):
         quantize(_two_inputs().proto(), data, output=out, shapes=shapes)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_shapes_a_fixed_dimension_contradicts_are_refused_by_fix_and_lint_too() -> None:
+    """The same check in every command that takes deployed shapes (one reader, one rule)."""
+    from qdqkit.core.qdq import is_quantize
+    from qdqkit.fixing import fix
+    from qdqkit.linting import lint
+    from tests.quantization.float_models import calibration_batches, resnet
+
+    builder = resnet()
+    quantized = quantize(builder.proto(), calibration_batches(builder, 2), method="max").model
+    assert quantized is not None and any(is_quantize(n) for n in quantized.graph)
+    name = quantized.graph.inputs[0].name
+    wrong = {name: [8, *list(quantized.graph.inputs[0].shape or [])[1:]]}
+    with pytest.raises(QdqkitError, match=f"input '{name}' axis 0 is fixed at 1"):
+        fix(quantized, dry_run=True, shapes=wrong)
+    with pytest.raises(QdqkitError, match=f"input '{name}' axis 0 is fixed at 1"):
+        lint(quantized, shapes=",".join(f"{k}:{'x'.join(map(str, v))}" for k, v in wrong.items()))

@@ -111,6 +111,10 @@ def _fix(
         raise QdqkitError(f"{out_path}: the output must be an .onnx file")
     fixers = _fixers(rules)
     where, working, source_path = _load(model)
+    if shapes:  # checked now, not only once a round comes to weigh Reformats
+        from qdqkit.core.shape_spec import check_shapes, declared_dims
+
+        check_shapes(declared_dims(working.graph.inputs), shapes, where)
     trt, target, from_model = resolve_build(working, trt, target)
     first, types, view = _check(working, trt, target)
     before = _figures(first)

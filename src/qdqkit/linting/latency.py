@@ -12,8 +12,8 @@ from collections.abc import Mapping, Sequence
 
 import onnx_ir as ir
 
-from qdqkit.core.errors import QdqkitError
 from qdqkit.core.qdq import is_dequantize, is_quantize
+from qdqkit.core.shape_spec import check_shapes, declared_dims
 from qdqkit.trt.cost_model import LatencyComparison, as_float_build, estimate_latency
 from qdqkit.trt.engine import EngineGraph, Precision
 from qdqkit.trt.gpus import Gpu
@@ -22,18 +22,10 @@ from qdqkit.trt.predict import predict_engine
 
 def apply_shapes(model: ir.Model, shapes: Mapping[str, Sequence[int]]) -> None:
     """Set the shapes of ``model``'s inputs (the caller's own copy) from ``--shapes``."""
-    inputs = {value.name: value for value in model.graph.inputs}
+    inputs = {value.name or "": value for value in model.graph.inputs}
+    check_shapes(declared_dims(inputs.values()), shapes)
     for name, dims in shapes.items():
-        value = inputs.get(name)
-        if value is None:
-            raise QdqkitError(
-                f"--shapes names '{name}', which is not an input of the model (inputs: "
-                f"{', '.join(n or '?' for n in inputs)})")
-        if value.shape is not None and len(value.shape) != len(dims):
-            raise QdqkitError(
-                f"--shapes gives input '{name}' {len(dims)} dims, the model has "
-                f"{len(value.shape)}: {list(value.shape)}")
-        value.shape = ir.Shape(dims)
+        inputs[name].shape = ir.Shape(dims)
     # Stored shapes with symbolic dimensions would win over inference and keep counting them as
     # 1 inside the graph: dropped, they are inferred again from the shapes given.
     for node in model.graph:

@@ -404,33 +404,13 @@ def _data_shapes(model: ir.Model, data: Any) -> dict[str, list[int]] | None:
 
 def _check_deployed_shapes(proto: onnx.ModelProto, shapes: Mapping[str, Sequence[int]],
                            where: str) -> None:
-    """Deployed shapes must name the model's inputs, with their rank and fixed dimensions."""
+    """Deployed shapes must name the model's inputs, with their rank and fixed dimensions, and
+    give every input the model leaves dynamic."""
     from qdqkit.core.model_inputs import model_inputs
+    from qdqkit.core.shape_spec import check_shapes
 
-    inputs = {spec.name: spec for spec in model_inputs(proto)}
-    unknown = [name for name in shapes if name not in inputs]
-    if unknown:
-        raise QdqkitError(f"{where}: --shapes names '{unknown[0]}', which is not an input of the "
-                          f"model (its inputs: {', '.join(inputs) or 'none'})")
-    open_inputs = [name for name, spec in inputs.items()
-                   if name not in shapes and (spec.dims is None or None in spec.dims)]
-    if open_inputs:
-        raise QdqkitError(f"{where}: --shapes leaves out {', '.join(repr(n) for n in open_inputs)}"
-                          ", whose dimensions are dynamic too: give the deployed shape of every "
-                          "such input")
-    for name, dims in shapes.items():
-        spec = inputs[name]
-        if spec.dims is None:
-            continue
-        given = "x".join(str(d) for d in dims)
-        if len(dims) != len(spec.dims):
-            raise QdqkitError(f"{where}: input '{name}' has {len(spec.dims)} dimensions; "
-                              f"--shapes gives {len(dims)} ({given})")
-        for axis, (fixed, value) in enumerate(zip(spec.dims, dims, strict=True)):
-            if value < 1 or (fixed is not None and fixed != value):
-                wanted = f"is fixed at {fixed}" if fixed is not None else "must be at least 1"
-                raise QdqkitError(f"{where}: input '{name}' axis {axis} {wanted}; --shapes "
-                                  f"gives {given}")
+    check_shapes({spec.name: spec.dims for spec in model_inputs(proto)}, shapes, where,
+                 require_dynamic=True)
 
 
 def _shape_spec(shapes: Mapping[str, list[int]] | None) -> str | None:
