@@ -195,3 +195,49 @@ def test_a_sum_that_overflows_on_finite_values_is_rechecked_exactly() -> None:
     small[0, 7] = np.nan
     assert not next(plain.run_reduced([{"x": small}]))["huge"].finite  # type: ignore[union-attr]
     assert plain._rechecker is None
+
+
+@pytest.mark.parametrize("bad", [-np.inf, np.inf])
+def test_a_tolerant_tensor_comes_out_as_the_range_of_its_finite_values(bad: float) -> None:
+    """Rule 7: a tensor that holds infinities by design (an additive mask of -inf) comes out as
+    the min and max of its finite values, flagged; the values checked against numpy on the same
+    tensor run whole. Only the batches that need it are reduced again; a NaN is still one."""
+    from qdqkit.core.observers import TensorObserver, TensorRange
+    from qdqkit.examples.graph import GraphBuilder
+
+    g = GraphBuilder("masked", opset=17)
+    x = g.input("x", [1, 8, 8])
+    mask = np.triu(np.full((8, 8), bad, np.float32), 1)
+    mask[np.tril_indices(8)] = 0.0
+    g.node("Add", [x, g.const(mask, "mask")], name="add", out="masked")
+    g.node("Softmax", [g.node("Where", [g.node("IsNaN", [g.node("Add", ["masked", g.const(
+        np.float32(0.0))])]), g.const(np.float32(-1e4)), "masked"])], axis=-1, out="p")
+    g.output("p")
+    whole = ActivationRunner(g.proto(), ["masked"])
+    runner = ActivationRunner(g.proto(), ["masked"], ranges_only=["masked"], tolerant=["masked"])
+    feeds = {"x": np.random.default_rng(0).normal(0, 3, (1, 8, 8)).astype(np.float32)}
+    values = next(whole.run([feeds]))["masked"]
+    finite = values[np.isfinite(values)]
+    got = next(runner.run_reduced([feeds]))["masked"]
+    assert isinstance(got, TensorRange) and got.non_finite and got.finite
+    assert (got.minimum, got.maximum) == (float(finite.min()), float(finite.max()))
+    assert got.count == values.size
+    observer = TensorObserver("masked", histogram=False)
+    observer.update(got)
+    assert observer.non_finite and (observer.minimum, observer.maximum) == (got.minimum,
+                                                                           got.maximum)
+    # The same tensor in an ordinary runner is an error, as before.
+    plain = ActivationRunner(g.proto(), ["masked"], ranges_only=["masked"])
+    with pytest.raises(QdqkitError, match="tensor 'masked' has NaN or infinite"):
+        TensorObserver("masked", histogram=False).update(
+            next(plain.run_reduced([feeds]))["masked"])
+    # A NaN among the infinities is still reported.
+    holed = {"x": feeds["x"].copy()}
+    holed["x"][0, 3, 1] = np.nan
+    with pytest.raises(QdqkitError, match="tensor 'masked' has NaN or infinite"):
+        TensorObserver("masked", histogram=False).update(
+            next(runner.run_reduced([holed]))["masked"])
+    # A finite batch is taken as it comes, with no second session.
+    clean = ActivationRunner(g.proto(), ["x"], ranges_only=["x"], tolerant=["x"])
+    next(clean.run_reduced([feeds]))
+    assert clean._finite_checker is None

@@ -497,3 +497,28 @@ def test_residual_sums_are_placed_as_residual_adds(target: str) -> None:
         assert linted.errors == 0
         assert not [g.code for g in linted.groups if g.code in ("QDQ202", "QDQ205", "QDQ407")]
     assert placed["Sum"] == placed["Add"]
+
+
+def test_a_mask_of_minus_infinity_is_the_models_own_not_a_calibration_error() -> None:
+    """GPT-2's causal mask and T5's log of relative positions put -inf in float tensors by
+    design. Quantizing such a model calibrates, names the tensors, and judges their FP16 fate
+    by their finite values (the masked scores stay FP16); a NaN in a tensor that gets a scale is
+    still an error (``test_nan_inside_the_network_names_the_tensor``)."""
+    g = GraphBuilder("causal", seed=2, opset=17)
+    x = g.input("x", [1, 8, 32])
+    h = g.node("MatMul", [x, g.const(g.rng.normal(0, 0.2, (32, 32)).astype(np.float32))])
+    scores = g.node("MatMul", [h, g.node("Transpose", [h], perm=[0, 2, 1])])
+    mask = np.triu(np.full((8, 8), -np.inf, np.float32), 1)
+    masked = g.node("Add", [scores, g.const(mask, "causal_mask")], name="mask_add",
+                    out="masked")
+    probs = g.node("Softmax", [masked], axis=-1)
+    out = g.node("MatMul", [g.node("MatMul", [probs, h]),
+                            g.const(g.rng.normal(0, 0.2, (32, 32)).astype(np.float32))],
+                 out="y")
+    g.output(out, [1, 8, 32])
+    data = calibration_batches(g, 4)
+    result = quantize(g.proto(), data, method="max", trt="11", keep_unpaid=True)
+    assert result.calibration["infinite_float_tensors"] == ["masked"]
+    assert "mask_add" not in result.fp32_nodes
+    assert result.model is not None and any(is_quantize(n) for n in result.model.graph)
+    assert _snr_db(g, result.model, calibration_batches(g, 2, seed=5)) > 25.0

@@ -33,6 +33,12 @@
 6. Sessions run their nodes in onnxruntime's priority-based order, which computes each
    reduction soon after its tensor instead of holding every observed tensor until the end of
    the run (a quarter of the run time on that detector).
+7. A tensor in ``tolerant`` (also in ``ranges_only``) may hold infinities by design: an additive
+   attention mask of 0 and -inf, the log of a zero relative position. When a batch of one is
+   not finite, that batch is reduced again, for such tensors only, to the range of its finite
+   values (infinities stood in by +inf in the min and -inf in the max), flagged ``non_finite``
+   when it held some; a NaN is still reported (``finite`` False). The session doing it computes
+   only what those tensors need (a mask made from the input's shape costs next to nothing).
 """
 
 from __future__ import annotations
@@ -98,6 +104,8 @@ class ActivationRunner:
         forwards: Mapping[str, HostForward] | None = None,
         ranges_only: Sequence[str] = (),
         exact_nan_test: bool = False,
+        tolerant: Sequence[str] = (),
+        finite_only: bool = False,
     ) -> None:
         proto = _load(model)
         # Kept to build the rule 5 re-check session should a batch need it: the caller's path
@@ -106,6 +114,10 @@ class ActivationRunner:
         self._threads = threads
         self._exact_nan_test = exact_nan_test
         self._rechecker: ActivationRunner | None = None
+        # Rule 7: ranges_only tensors whose NaN or infinities are the model's own.
+        self._tolerant = frozenset(tolerant)
+        self._finite_only = finite_only
+        self._finite_checker: ActivationRunner | None = None
         forwards = dict(forwards or {})
         # A copy in onnx-ir form: the edits below never reach the caller's ModelProto.
         graph_model = ir.from_proto(proto)
@@ -145,7 +157,9 @@ class ActivationRunner:
         self._folder: tempfile.TemporaryDirectory[str] | None = None
         self._staged: StagedRunner | None = None
         # Per reduced tensor: the session outputs holding its min, max, NaN test and size.
-        self._reductions: dict[str, tuple[str, str, str, str]] = {}
+        # Per reduced tensor: the session outputs holding its min, max, NaN test and size (and,
+        # ranging finite values only, the count of its infinities).
+        self._reductions: dict[str, tuple[str, ...]] = {}
         self._fetch: list[str] = []
         hosted = [n for n in graph if n.domain not in ORT_DOMAINS and n not in blocked]
         if self.observed and hosted:
@@ -156,10 +170,9 @@ class ActivationRunner:
             reduce = set(ranges_only)
             whole = [values[name] for name in self.observed if name not in reduce]
             reduced = [values[name] for name in self.observed if name in reduce]
-            scalars = _add_range_reductions(graph, reduced, exact_nan_test)
-            self._reductions = {
-                value.name or "": (mn.name or "", mx.name or "", nan.name or "", size.name or "")
-                for value, (mn, mx, nan, size) in zip(reduced, scalars, strict=True)}
+            scalars = _add_range_reductions(graph, reduced, exact_nan_test, finite_only)
+            self._reductions = {value.name or "": tuple(s.name or "" for s in group)
+                                for value, group in zip(reduced, scalars, strict=True)}
             outputs = [*whole, *(v for group in scalars for v in group)]
             self._fetch = [v.name or "" for v in outputs]
             keep_only(graph, outputs)
@@ -208,6 +221,11 @@ class ActivationRunner:
             else:
                 fetched = run(self.session, feeds, self._fetch)
                 tensors = {name: self._tensor(name, fetched) for name in self.observed}
+                flagged = [name for name, value in tensors.items() if name in self._tolerant
+                           and (value is None or (isinstance(value, TensorRange)
+                                                  and not _all_finite(value)))]
+                if flagged:
+                    tensors.update(self._finite_ranges(feeds, flagged))
                 unsure = [name for name, value in tensors.items() if value is None]
                 if unsure:
                     tensors.update(self._recheck(feeds, unsure))
@@ -220,6 +238,9 @@ class ActivationRunner:
         scalars = self._reductions.get(name)
         if scalars is None:
             return fetched[name]
+        if self._finite_only:  # rule 7: the range of the finite values; a NaN stays an error
+            low, high, nans, size, infinities = (float(fetched[s]) for s in scalars)
+            return TensorRange(low, high, nans == 0.0, int(size), non_finite=infinities > 0)
         low, high, nan_test, size = (float(fetched[s]) for s in scalars)
         if self._exact_nan_test:
             finite: bool | None = nan_test == 0.0
@@ -239,6 +260,26 @@ class ActivationRunner:
                                                ranges_only=tensors, exact_nan_test=True)
         again = next(self._rechecker.run_reduced([feeds]))
         return {name: again[name] for name in names}
+
+
+    def _finite_ranges(
+        self, feeds: Mapping[str, np.ndarray], names: Sequence[str]
+    ) -> dict[str, np.ndarray | TensorRange | None]:
+        """Rule 7: ``names`` of this batch reduced to the range of their finite values, by a
+        session of their own (made again only when a new tensor needs it)."""
+        if self._finite_checker is None or not set(names) <= set(
+                self._finite_checker.observed):
+            tensors = sorted({*names, *(self._finite_checker.observed
+                                        if self._finite_checker is not None else ())})
+            self._finite_checker = ActivationRunner(self._source, tensors,
+                                                    threads=self._threads, ranges_only=tensors,
+                                                    finite_only=True)
+        again = next(self._finite_checker.run_reduced([feeds]))
+        return {name: again[name] for name in names}
+
+
+def _all_finite(batch: TensorRange) -> bool:
+    return batch.finite and math.isfinite(batch.minimum) and math.isfinite(batch.maximum)
 
 
 # Below this |sum| bound no float32 sum of finite values can overflow: rule 5 (half of float32's
@@ -269,8 +310,9 @@ def _load(model: onnx.ModelProto | str | os.PathLike[str]) -> onnx.ModelProto:
 
 
 def _add_range_reductions(
-    graph: ir.Graph, values: Sequence[ir.Value], exact_nan_test: bool = False
-) -> list[tuple[ir.Value, ir.Value, ir.Value, ir.Value]]:
+    graph: ir.Graph, values: Sequence[ir.Value], exact_nan_test: bool = False,
+    finite_only: bool = False,
+) -> list[tuple[ir.Value, ...]]:
     """Append, per value, the nodes computing its min, max, NaN test and size (rule 4); the
     scalars they write, in that order. The NaN test sums x, or ``x - x`` when
     ``exact_nan_test`` (rule 5). Reductions over no axes reduce every axis, at any opset (the
@@ -288,13 +330,42 @@ def _add_range_reductions(
         out.type = ir.TensorType(dtype)
         return out
 
-    scalars = []
+    scalars: list[tuple[ir.Value, ...]] = []
     f32 = ir.DataType.FLOAT
+
+    def count(flags: ir.Value, tag: str) -> ir.Value:
+        """How many of ``flags`` are set, as a float32 scalar."""
+        as_float = add("Cast", [flags], f"{tag}_f32", f32, to=int(f32))
+        return add("ReduceSum", [as_float], f"{tag}_count", f32, keepdims=0)
+
+    bounds: list[ir.Value] = []
+    if finite_only:  # rule 7: what stands in for a NaN or an infinity in the min and in the max
+        for tag, bound in (("inf", np.inf), ("minus_inf", -np.inf)):
+            name = unique_name(taken, f"qdqkit_{tag}")
+            constant = ir.Value(name=name, const_value=ir.Tensor(np.array(bound, np.float32),
+                                                                 name=name))
+            graph.register_initializer(constant)
+            bounds.append(constant)
     for value in values:
         base = value.name or "tensor"
         x = value
         if value.dtype != f32:  # unknown or another type: reduce what the observer would see
             x = add("Cast", [value], f"{base}_qdqkit_fp32", f32, to=int(f32))
+        if finite_only:
+            nan = add("IsNaN", [x], f"{base}_qdqkit_nan", ir.DataType.BOOL)
+            inf = add("IsInf", [x], f"{base}_qdqkit_inf", ir.DataType.BOOL)
+            bad = add("Or", [nan, inf], f"{base}_qdqkit_bad", ir.DataType.BOOL)
+
+            scalars.append((
+                add("ReduceMin", [add("Where", [bad, bounds[0], x], f"{base}_qdqkit_low", f32)],
+                    f"{base}_qdqkit_min", f32, keepdims=0),
+                add("ReduceMax", [add("Where", [bad, bounds[1], x], f"{base}_qdqkit_high", f32)],
+                    f"{base}_qdqkit_max", f32, keepdims=0),
+                count(nan, f"{base}_qdqkit_nans"),
+                add("Size", [value], f"{base}_qdqkit_size", ir.DataType.INT64),
+                count(inf, f"{base}_qdqkit_infs"),
+            ))
+            continue
         summed = add("Sub", [x, x], f"{base}_qdqkit_zeros", f32) if exact_nan_test else x
         scalars.append((
             add("ReduceMin", [x], f"{base}_qdqkit_min", f32, keepdims=0),

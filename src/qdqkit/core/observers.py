@@ -42,13 +42,16 @@ class TensorRange:
     """One batch of a tensor reduced to its min, max and element count (as float32 values).
 
     ``finite`` is False when the batch held a NaN or an infinity (a NaN can hide from min and
-    max, so the reduction reports it apart).
+    max, so the reduction reports it apart). ``non_finite``: the range is that of the batch's
+    finite values, and infinities were there too (a tensor that holds them by design,
+    ``core.activations`` rule 7); min > max when none was finite.
     """
 
     minimum: float
     maximum: float
     finite: bool
     count: int
+    non_finite: bool = False
 
 
 class TensorObserver:
@@ -64,6 +67,8 @@ class TensorObserver:
         )
         # The histogram covers [0, 2**range_exponent); None until a non-zero value arrives.
         self.range_exponent: int | None = None
+        # Infinities seen beside the range (a tensor that holds them by design).
+        self.non_finite = False
 
     @property
     def absmax(self) -> float:
@@ -125,6 +130,11 @@ class TensorObserver:
             raise ValueError(f"'{self.name}' keeps a histogram: it needs the whole tensor")
         if batch.count == 0:
             return
+        if batch.non_finite and batch.finite:
+            self.non_finite = True
+            if not batch.minimum <= batch.maximum:  # nothing finite in this batch
+                self.count += batch.count
+                return
         self._check_finite(batch.finite and math.isfinite(batch.minimum)
                            and math.isfinite(batch.maximum))
         self.count += batch.count

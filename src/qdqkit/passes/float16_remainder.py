@@ -126,15 +126,24 @@ def fp32_reason(node: ir.Node, ranges: Mapping[str, tuple[float, float]]) -> str
             continue
         if index in statistics:
             continue  # rule 4: stays float32 while the node runs FP16
-        if value.const_value is not None and _dtype(value) == _F32:
-            array = value.const_value.numpy()
-            if array.size and float(np.max(np.abs(array))) > FP16_MAX:
-                return f"constant '{value.name}' exceeds the FP16 range (65504)"
+        if (value.const_value is not None and _dtype(value) == _F32
+                and beyond_float16(value.const_value.numpy())):
+            return f"constant '{value.name}' exceeds the FP16 range (65504)"
         low, high = ranges.get(value.name or "", (0.0, 0.0))
         if max(-low, high) > FP16_MAX:
             return (f"tensor '{value.name}' reaches {max(-low, high):.6g} in calibration, "
                     "beyond FP16's 65504")
     return None
+
+
+def beyond_float16(array: np.ndarray) -> bool:
+    """Whether a finite value of ``array`` is beyond FP16's 65504. An infinity is not: FP16
+    holds it as it is (a causal mask of -inf means the same in FP16), where a finite 1e9 or
+    float32's lowest, a mask spelled finite, would become one."""
+    if array.dtype.kind != "f" or not array.size:
+        return False
+    magnitudes = np.abs(array)
+    return bool(np.any((magnitudes > FP16_MAX) & np.isfinite(magnitudes)))
 
 
 def _no_float16_kernel(node: ir.Node, opset: int) -> str | None:

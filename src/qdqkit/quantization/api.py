@@ -246,6 +246,8 @@ def quantize(
         "samples": calibrated.samples, "batches": calibrated.batches, "smoothed": smoothed,
         "equalized": equalized,
     }
+    if calibrated.infinite:
+        calibration["infinite_float_tensors"] = list(calibrated.infinite)
     if chosen:
         calibration["auto_by_output"] = chosen
     _stamp(quantized, options, calibration)

@@ -87,6 +87,8 @@ class Calibrated:
     # Each (group, method) calibrated so far: the histogram searches are the costly part of
     # ``auto``, whose choice by the output asks for the same ones again.
     results: dict[tuple[str, str], TensorCalibration] = field(default_factory=dict)
+    # Watched float tensors that held infinities (the model's own: an attention mask).
+    infinite: tuple[str, ...] = ()
 
     def result(self, group: str, method: str) -> TensorCalibration:
         """``group``'s calibration by ``method`` (computed once)."""
@@ -151,9 +153,13 @@ def calibrate_groups(
     watched = [w for w in watch if w not in wanted]
     runs = _parallel_runs(histogram, expected_batches)
     cores = _cores()
+    # A watched tensor may hold infinities by design (an attention mask of -inf): its FP16 fate
+    # is judged by its finite values. A quantized one needs a finite range for its scale, and a
+    # NaN anywhere is an error naming the tensor.
     runner = ActivationRunner(model, [*quantized, *watched], forwards=forwards,
                               ranges_only=watched if histogram else [*quantized, *watched],
-                              threads=max(1, cores // runs) if runs > 1 else 0)
+                              threads=max(1, cores // runs) if runs > 1 else 0,
+                              tolerant=watched)
     observers = {name: TensorObserver(name, histogram=histogram and name in wanted)
                  for name in runner.observed}
     samples = count = 0
@@ -184,9 +190,11 @@ def calibrate_groups(
         kept[group] = seen
         results[(group, method)] = result
     ranges = {name: (obs.minimum, obs.maximum) for name, obs in observers.items()
-              if name not in wanted and obs.count}
+              if name not in wanted and obs.count and obs.minimum <= obs.maximum}
+    infinite = tuple(name for name, obs in observers.items() if obs.non_finite)
     return Calibrated(group_scales, records, ranges, tuple(sorted(skipped)),
-                      runner.blocked_nodes, samples, count, kept, method, percentile, results)
+                      runner.blocked_nodes, samples, count, kept, method, percentile, results,
+                      infinite=infinite)
 
 
 def _cores() -> int:

@@ -28,14 +28,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-import numpy as np
 import onnx_ir as ir
 
 from qdqkit.core.qdq import FLOAT_TYPES, QdqView
 from qdqkit.core.shapes import ValueTypes
+from qdqkit.passes.float16_remainder import beyond_float16
 from qdqkit.trt.predict.fusion import Block, collect_facts, form_blocks
-
-FP16_MAX = 65504.0
 
 
 @dataclass
@@ -106,8 +104,7 @@ def _fp16_constants(block: Block) -> bool:
         for value in node.inputs:
             if value is None or value.const_value is None:
                 continue
-            array = value.const_value.numpy()
-            if array.dtype.kind == "f" and array.size and float(np.max(np.abs(array))) > FP16_MAX:
+            if beyond_float16(value.const_value.numpy()):
                 return False
     return True
 
