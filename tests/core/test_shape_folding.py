@@ -99,6 +99,11 @@ def test_a_traced_position_slice_and_attention_reshape_are_sized_as_a_run_sizes_
      {"value": onnx.numpy_helper.from_array(np.array([7], np.int64))}),
     ("Max", [np.array([1, 9], np.int64), np.array([4, 2], np.int64)], {}),
     ("Equal", [np.array([1, 9], np.int64), np.array([1, 2], np.int64)], {}),
+    ("Mod", [np.array([-7, 7, 5], np.int64), np.array([3, -3, 7], np.int64)], {}),
+    ("Mod", [np.array([-7, 7, 5], np.int64), np.array([3, -3, 7], np.int64)], {"fmod": 1}),
+    ("ReduceProd", [np.array([[2, 3], [4, 5]], np.int64)], {"axes": [1], "keepdims": 0}),
+    ("ReduceProd", [np.array([2, 3, 7], np.int64)], {}),
+    ("Floor", [np.array([-1.5, 2.5, 3.0], np.float32)], {}),
 ])
 def test_each_folded_op_computes_what_onnxruntime_computes(
         op: str, inputs: list[np.ndarray], attributes: dict[str, object]) -> None:

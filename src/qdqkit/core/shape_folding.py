@@ -157,6 +157,29 @@ def _where(node: ir.Node, xs: Arrays) -> np.ndarray:
     return np.where(condition, a, b)
 
 
+def _mod(node: ir.Node, xs: Arrays) -> np.ndarray:
+    a, b = _need(xs, 2)
+    if np.issubdtype(b.dtype, np.integer) and np.any(b == 0):
+        raise _Unknown
+    # fmod=1 is C's remainder (the dividend's sign); 0 is Python's (the divisor's), ints only.
+    result = np.fmod(a, b) if _attr_int(node, "fmod", 0) else np.mod(a, b)
+    return np.asarray(result, dtype=a.dtype)
+
+
+def _reduce_prod(node: ir.Node, xs: Arrays) -> np.ndarray:
+    data = _need(xs, 1)[0]
+    if not np.issubdtype(data.dtype, np.integer):
+        raise _Unknown  # a float product's rounding is the runtime's own
+    axes = _axes(node, xs, 1)
+    keep = bool(_attr_int(node, "keepdims", 1))
+    if axes is None or not axes:
+        if axes is not None and _attr_int(node, "noop_with_empty_axes", 0):
+            return data
+        axes = list(range(data.ndim))
+    return np.prod(data, axis=tuple(a % data.ndim for a in axes), keepdims=keep,
+                   dtype=data.dtype)
+
+
 def _elementwise(function: Callable[..., np.ndarray]) -> Callable[[ir.Node, Arrays], np.ndarray]:
     def evaluate(node: ir.Node, xs: Arrays) -> np.ndarray:
         inputs = _need(xs, len(xs))
@@ -199,7 +222,8 @@ _EVALUATORS: dict[str, Callable[[ir.Node, Arrays], np.ndarray]] = {
     "LessOrEqual": _elementwise(np.less_equal), "GreaterOrEqual": _elementwise(np.greater_equal),
     "Not": _elementwise(np.logical_not), "And": _elementwise(np.logical_and),
     "Or": _elementwise(np.logical_or), "Max": _variadic(np.maximum),
-    "Min": _variadic(np.minimum),
+    "Min": _variadic(np.minimum), "Mod": _mod, "ReduceProd": _reduce_prod,
+    "Floor": _elementwise(np.floor), "Ceil": _elementwise(np.ceil),
 }
 
 
