@@ -152,3 +152,20 @@ def test_nothing_computed_from_input_data_is_folded() -> None:
     model = g.ir()
     model.graph.outputs.clear()
     assert fold_shape_values(model.graph, lambda value: [4], {}) == {}
+
+
+def test_inspect_sizes_an_export_with_symbolic_stored_shapes_at_the_shapes_given(
+        tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A model that stores its intermediate shapes with symbolic dimensions (as exporters and
+    quantizers write them), shape arithmetic inside: given the input shapes, the stored symbolic
+    ones give way to inference, and every weighted op is sized."""
+    from qdqkit.inspection import inspect_model
+
+    stored = onnx.shape_inference.infer_shapes(_bert_embedding_pattern().proto())
+    assert any(d.dim_param for v in stored.graph.value_info
+               for d in v.type.tensor_type.shape.dim)  # the premise
+    path = tmp_path / "m.onnx"
+    onnx.save(stored, path)
+    report = inspect_model(str(path), shapes={"x": [2, 5, 16]})
+    assert [w.macs for w in report.weighted_ops] == [2 * 5 * 4 * 4 * 8]
+    assert report.int8_mac_share == 0.0

@@ -14,7 +14,7 @@ model leaves unset.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,6 +25,7 @@ import onnx_ir as ir
 
 from qdqkit.core.qdq import WEIGHTED_OPS
 from qdqkit.core.shape_folding import fold_shape_values
+from qdqkit.core.shape_spec import check_shapes, declared_dims
 from qdqkit.core.value_types import set_dtype
 
 _KEEP_INITIALIZER_ELEMENTS = 64  # shape tensors and scalars keep their values (data propagation)
@@ -198,6 +199,23 @@ def infer_value_types(model: ir.Model) -> ValueTypes:
     ):
         return types
     return _infer(model, values, stored_shapes=False)
+
+
+def apply_input_shapes(model: ir.Model, shapes: Mapping[str, Sequence[int]],
+                       where: str = "") -> None:
+    """Give ``model``'s inputs (the caller's own copy) the ``shapes`` given, checked against the
+    model (``core.shape_spec.check_shapes``). Stored intermediate shapes with symbolic dimensions
+    would win over inference and keep counting those as 1 inside the graph: they are dropped,
+    to be inferred again from the shapes given."""
+    inputs = {value.name or "": value for value in model.graph.inputs
+              if value.name not in model.graph.initializers}
+    check_shapes(declared_dims(inputs.values()), shapes, where)
+    for name, dims in shapes.items():
+        inputs[name].shape = ir.Shape([int(d) for d in dims])
+    for node in model.graph:
+        for out in node.outputs:
+            if out.shape is not None and not all(isinstance(d, int) for d in out.shape):
+                out.shape = None
 
 
 def fill_value_types(model: ir.Model) -> None:

@@ -15,7 +15,6 @@ from collections.abc import Mapping, Sequence
 import onnx_ir as ir
 
 from qdqkit.core.constants import constant_source
-from qdqkit.core.errors import QdqkitError
 from qdqkit.core.macs import macs_of
 from qdqkit.core.model_io import load_model
 from qdqkit.core.qdq import (
@@ -27,7 +26,7 @@ from qdqkit.core.qdq import (
     is_quantize,
     node_label,
 )
-from qdqkit.core.shapes import ValueTypes, infer_value_types
+from qdqkit.core.shapes import ValueTypes, apply_input_shapes, infer_value_types
 from qdqkit.core.validation import validate_model
 from qdqkit.inspection.result import InspectResult, WeightedOpInfo, ZeroPointProblem
 
@@ -198,23 +197,11 @@ def _apply_shapes(model: ir.Model, shapes: Mapping[str, Sequence[int]], where: s
 
     MACs count a dynamic dimension as 1; the result says which ones that was.
     """
-    inputs = {v.name or "": v for v in model.graph.inputs if v.name not in model.graph.initializers}
-    unknown = sorted(set(shapes) - set(inputs))
-    if unknown:
-        raise QdqkitError(
-            f"{where}: --shapes names {', '.join(unknown)}, which the model does not take; its "
-            f"inputs are {', '.join(inputs)}"
-        )
+    apply_input_shapes(model, shapes, where)
     assumed: list[str] = []
-    for name, value in inputs.items():
-        given = shapes.get(name)
-        if given is not None:
-            if value.shape is not None and len(value.shape) != len(given):
-                raise QdqkitError(
-                    f"{where}: --shapes gives '{name}' rank {len(given)}; the model takes rank "
-                    f"{len(value.shape)}"
-                )
-            value.shape = ir.Shape([int(d) for d in given])
+    for value in model.graph.inputs:
+        name = value.name or ""
+        if name in shapes or name in model.graph.initializers:
             continue
         if value.shape is None:
             assumed.append(f"{name}: shape unknown")

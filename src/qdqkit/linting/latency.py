@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 import onnx_ir as ir
 
 from qdqkit.core.qdq import is_dequantize, is_quantize
-from qdqkit.core.shape_spec import check_shapes, declared_dims
+from qdqkit.core.shapes import apply_input_shapes
 from qdqkit.trt.cost_model import LatencyComparison, as_float_build, estimate_latency
 from qdqkit.trt.engine import EngineGraph, Precision
 from qdqkit.trt.gpus import Gpu
@@ -22,16 +22,7 @@ from qdqkit.trt.predict import predict_engine
 
 def apply_shapes(model: ir.Model, shapes: Mapping[str, Sequence[int]]) -> None:
     """Set the shapes of ``model``'s inputs (the caller's own copy) from ``--shapes``."""
-    inputs = {value.name or "": value for value in model.graph.inputs}
-    check_shapes(declared_dims(inputs.values()), shapes)
-    for name, dims in shapes.items():
-        inputs[name].shape = ir.Shape(dims)
-    # Stored shapes with symbolic dimensions would win over inference and keep counting them as
-    # 1 inside the graph: dropped, they are inferred again from the shapes given.
-    for node in model.graph:
-        for out in node.outputs:
-            if out.shape is not None and not all(isinstance(d, int) for d in out.shape):
-                out.shape = None
+    apply_input_shapes(model, shapes)
 
 
 def input_shapes(model: ir.Model) -> dict[str, list[int | str]]:
