@@ -16,25 +16,25 @@ from qdqkit.core.shapes import infer_value_types
 from qdqkit.examples.graph import GraphBuilder
 
 
-def _bert_embedding_pattern() -> GraphBuilder:
+def _bert_embedding_pattern(width: int = 16, heads: int = 4, out: int = 8) -> GraphBuilder:
     """Traced PyTorch's position ids (a buffer sliced to the input's length) and an attention
     Reshape whose target is built from Shape/Gather/Concat, as a BERT export writes them."""
     g = GraphBuilder("positions", seed=0, opset=17)
-    x = g.input("x", ["batch", "tokens", 16])
+    x = g.input("x", ["batch", "tokens", width])
     length = g.node("Unsqueeze", [g.node("Gather", [g.node("Shape", [x]), g.const(np.int64(1))]),
                                   g.const(np.array([0], np.int64))])
     ids = g.node("Slice", [g.const(np.arange(64, dtype=np.int64)[None, :], "position_ids"),
                            g.const(np.array([0], np.int64)), length,
                            g.const(np.array([1], np.int64))])
-    table = g.const(g.rng.normal(0, 1, (64, 16)).astype(np.float32), "table")
+    table = g.const(g.rng.normal(0, 1, (64, width)).astype(np.float32), "table")
     y = g.node("Add", [x, g.node("Gather", [table, ids])])
     shape = g.node("Shape", [y])
     dims = [g.node("Unsqueeze", [g.node("Gather", [shape, g.const(np.int64(i))]),
                                  g.const(np.array([0], np.int64))]) for i in (0, 1)]
-    target = g.node("Concat", [*dims, g.const(np.array([4, 4], np.int64))], axis=0)
-    heads = g.node("Reshape", [y, target])
-    w = g.const(g.rng.normal(0, 1, (4, 8)).astype(np.float32), "w")
-    g.node("MatMul", [heads, w], out="out")
+    split = g.const(np.array([heads, width // heads], np.int64))
+    per_head = g.node("Reshape", [y, g.node("Concat", [*dims, split], axis=0)])
+    w = g.const(g.rng.normal(0, 1, (width // heads, out)).astype(np.float32), "w")
+    g.node("MatMul", [per_head, w], out="out")
     g.output("out")
     return g
 

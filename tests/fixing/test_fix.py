@@ -381,3 +381,23 @@ def test_a_per_tensor_float_weight_is_quantized_again_per_channel(constant_node:
         return float(np.corrcoef(got[0, small].ravel(), want[0, small].ravel())[0, 1])
 
     assert np.abs(before[0, small]).max() == 0 and agreement(after) > 0.99
+
+
+def test_the_mac_share_of_a_model_with_symbolic_inputs_is_taken_at_the_data_shapes() -> None:
+    """A dynamic sequence that the graph slices and reshapes by (traced position ids, attention
+    heads) leaves weighted ops unsized at the model's own shapes, so the INT8 share of MACs is
+    unknown; with calibration data (or --shapes) ``fix`` reports it at those shapes, before and
+    after."""
+    from tests.core.test_shape_folding import _bert_embedding_pattern
+
+    builder = _bert_embedding_pattern(width=256, heads=2, out=256)
+    rng = np.random.default_rng(0)
+    data = [{"x": rng.normal(0, 1, (1, 5, 256)).astype(np.float32)} for _ in range(2)]
+    quantized = quantize(builder.proto(), data, method="max", keep_unpaid=True, trt="10").model
+    assert quantized is not None
+    blind = fix(quantized.clone(), dry_run=True)
+    assert blind.before.int8_mac_share is None  # the premise
+    result = fix(quantized.clone(), dry_run=True, calib=data)
+    assert result.before.int8_mac_share == 1.0 and result.after.int8_mac_share is not None
+    shaped = fix(quantized.clone(), dry_run=True, shapes={"x": [8, 5, 256]})
+    assert shaped.before.int8_mac_share == 1.0

@@ -26,6 +26,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import onnx
@@ -118,6 +119,11 @@ def _fix(
     trt, target, from_model = resolve_build(working, trt, target)
     first, types, view = _check(working, trt, target)
     before = _figures(first)
+    # The MAC share needs sizes: for a model with symbolic inputs, at --shapes or the data's.
+    if before.int8_mac_share is None and _symbolic_input(working) is not None:
+        if not shapes and calib is not None:
+            shapes = dict(_data_shapes(working, calib))
+        before = _sized(before, working, trt, target, shapes)
     kept, kept_changes = _keep_float(working, keep_float, where)
     if kept_changes:
         first, types, view = _check(working, trt, target)
@@ -205,7 +211,8 @@ def _fix(
         source=where, output=None if dry_run or out_path is None else str(out_path),
         dry_run=dry_run, trt=trt, target=target, from_model=from_model, rounds=rounds, prepared=prepared,
         actions=actions, skipped=list(skipped), unfixed=unfixed, before=before,
-        after=_figures(current), fixable_before=fixable_before, fixable_after=len(left),
+        after=_sized(_figures(current), working, trt, target, shapes),
+        fixable_before=fixable_before, fixable_after=len(left),
         model=working, unpaid_float=unpaid, unpaid_changes=judged_changes,
         unweighed=unweighed,
     )
@@ -249,6 +256,18 @@ def _symbolic_input(model: ir.Model) -> str | None:
         if value.shape is None or not all(isinstance(d, int) for d in value.shape):
             return value.name or "?"
     return None
+
+
+def _sized(figures: EngineFigures, model: ir.Model, trt: str, target: str,
+           shapes: Mapping[str, Sequence[int]]) -> EngineFigures:
+    """``figures`` with the INT8 share of MACs of ``model`` predicted at ``shapes`` when the
+    model's own shapes left it unknown."""
+    if figures.int8_mac_share is not None or not shapes:
+        return figures
+    timed = _timed_model(model, shapes)
+    if timed is None:
+        return figures
+    return replace(figures, int8_mac_share=_check(timed, trt, target)[0].summary.int8_mac_share)
 
 
 def _data_shapes(model: ir.Model, data: DataRequest) -> dict[str, Sequence[int]]:
