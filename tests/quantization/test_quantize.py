@@ -352,6 +352,25 @@ def test_smooth_quant_recovers_outlier_channels() -> None:
     assert smoothed.model is not None and plain.model is not None
     gain = _snr_db(reference, smoothed.model, held) - _snr_db(reference, plain.model, held)
     assert gain > 5.0  # measured 22.2 dB -> 31.6 dB
+    assert not any("smooth" in w for w in smoothed.warnings)
+
+
+def test_smooth_quant_says_why_a_post_layernorm_block_gets_nothing() -> None:
+    """In a post-LayerNorm block (BERT) the LayerNorm output feeds the next MatMul and the
+    residual Add: rescaling it exactly would change the residual, so nothing is smoothed, and
+    the user who asked is told why."""
+    g = GraphBuilder("post_ln", seed=3, opset=17)
+    x = g.input("x", [1, 16, 64])
+    ln = g.node("LayerNormalization", [x, g.const(np.ones(64, np.float32)),
+                                       g.const(np.zeros(64, np.float32))], axis=-1, out="ln")
+    w = g.const(g.rng.normal(0, 0.1, (64, 64)).astype(np.float32))
+    g.node("Add", [g.node("MatMul", [ln, w]), ln], out="y")
+    g.output("y", [1, 16, 64])
+    result = quantize(g.proto(), calibration_batches(g, 4), method="max", smooth_quant=0.5,
+                      keep_unpaid=True)
+    assert result.calibration["smoothed"] == []
+    assert ("--smooth-quant rescaled nothing: 1 LayerNorm or Linear outputs read by quantized "
+            "MatMuls are read by other nodes too") in " ".join(result.warnings)
 
 
 def test_the_cli_keeps_float_the_nodes_of_an_exclude_from_list(tmp_path: Path) -> None:

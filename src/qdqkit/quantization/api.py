@@ -137,12 +137,15 @@ def quantize(
     if smooth_quant is not None:
         if not 0.0 <= smooth_quant <= 1.0:
             raise QdqkitError(f"the SmoothQuant alpha must be in [0, 1], not {smooth_quant}")
-        from qdqkit.quantization.smooth import smooth
+        from qdqkit.quantization.smooth import smooth, why_nothing_smoothed
 
         smoothed = smooth(quantized, proto, set(placement.quantized_weighted), calibration_data,
                           smooth_quant)
         if smoothed:
             proto = ir.serde.serialize_model(quantized)
+        else:
+            warnings.append("--smooth-quant rescaled nothing: " + why_nothing_smoothed(
+                quantized, set(placement.quantized_weighted)))
     equalized: list[dict[str, Any]] = []
     # Per-tensor weight scales cannot absorb per-channel factors: equalizing would crush the
     # weights of the channels it scales up.

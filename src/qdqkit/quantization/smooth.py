@@ -85,6 +85,22 @@ def smoothing_candidates(model: ir.Model, quantized: set[ir.Node]
     return found
 
 
+def why_nothing_smoothed(model: ir.Model, quantized: set[ir.Node]) -> str:
+    """Why rule 1 found no candidate, for the warning that says so."""
+    shared = 0
+    for node in model.graph:
+        for value in node.outputs:
+            readers = {use.node for use in value.uses()}
+            if (any(r in quantized and _smoothable_reader(r, value) for r in readers)
+                    and _source(value) is not None):
+                shared += 1
+    if shared:
+        return (f"{shared} LayerNorm or Linear outputs read by quantized MatMuls are read by "
+                "other nodes too (the residual Add of a post-LayerNorm transformer such as "
+                "BERT), which the exact rescale would change")
+    return "no LayerNorm or Linear output is read by a quantized MatMul"
+
+
 def smooth(
     model: ir.Model, proto: onnx.ModelProto, quantized: set[ir.Node],
     batches: Iterable[Mapping[str, np.ndarray]], alpha: float,
