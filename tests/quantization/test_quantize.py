@@ -541,3 +541,21 @@ def test_a_mask_of_minus_infinity_is_the_models_own_not_a_calibration_error() ->
     assert "mask_add" not in result.fp32_nodes
     assert result.model is not None and any(is_quantize(n) for n in result.model.graph)
     assert _snr_db(g, result.model, calibration_batches(g, 2, seed=5)) > 25.0
+
+
+def test_a_batch_that_samples_of_different_shapes_cannot_fill_is_said() -> None:
+    """Sentences of different lengths cannot be stacked: asked for batch 4, the run says how
+    many batches it really made, where samples of one shape are batched silently."""
+    builder = transformer(tokens=16, batch="N")
+    proto = builder.proto()
+    for value in (proto.graph.input[0], proto.graph.output[0]):
+        value.type.tensor_type.shape.dim[1].dim_param = "T"  # the token count varies
+    rng = np.random.default_rng(0)
+    varied = [{"tokens": rng.normal(0, 1, (1, n, 64)).astype(np.float32)} for n in (8, 9, 10, 11)]
+    result = quantize(proto, varied, method="max", batch=4)
+    assert result.calibration["batches"] == 4
+    assert any(w.startswith("--batch 4: samples of different shapes cannot share a batch, so "
+                            "the 4 samples ran in 4 batches") for w in result.warnings)
+    even = [{"tokens": rng.normal(0, 1, (1, 8, 64)).astype(np.float32)} for _ in range(4)]
+    result = quantize(proto, even, method="max", batch=4)
+    assert result.calibration["batches"] == 1 and not any("--batch" in w for w in result.warnings)

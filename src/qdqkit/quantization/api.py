@@ -174,6 +174,10 @@ def quantize(
                                       expected_batches=_batch_count(calibration_data))
     if calibrated.samples == 0:
         raise QdqkitError(f"{calibration_data.description}: no calibration samples; give data")
+    if batch is not None and batch > 1 and calibrated.batches > -(-calibrated.samples // batch):
+        warnings.append(f"--batch {batch}: samples of different shapes cannot share a batch, so "
+                        f"the {calibrated.samples} samples ran in {calibrated.batches} batches "
+                        "(pad them to one shape to batch them)")
     chosen: dict[str, Any] = {}
     if keeper is not None:
         try:
