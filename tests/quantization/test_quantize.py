@@ -348,29 +348,56 @@ def test_smooth_quant_recovers_outlier_channels() -> None:
     plain = quantize(proto, batches, trt="10", method="max", keep_unpaid=True)
     smoothed = quantize(proto, batches, trt="10", method="max", smooth_quant=0.5,
                         keep_unpaid=True)
-    assert len(smoothed.calibration["smoothed"]) == 2 and smoothed.lint_errors == 0
+    entries = smoothed.calibration["smoothed"]
+    # The two LayerNorms exactly; the attention projection's and the GELU's outputs by a Mul.
+    assert [e["explicit"] for e in entries] == [False, False, True, True]
+    assert smoothed.lint_errors == 0
     assert smoothed.model is not None and plain.model is not None
     gain = _snr_db(reference, smoothed.model, held) - _snr_db(reference, plain.model, held)
     assert gain > 5.0  # measured 22.2 dB -> 31.6 dB
     assert not any("smooth" in w for w in smoothed.warnings)
 
 
-def test_smooth_quant_says_why_a_post_layernorm_block_gets_nothing() -> None:
-    """In a post-LayerNorm block (BERT) the LayerNorm output feeds the next MatMul and the
-    residual Add: rescaling it exactly would change the residual, so nothing is smoothed, and
-    the user who asked is told why."""
+def test_smooth_quant_rescales_a_post_layernorm_block_in_front_of_its_matmul() -> None:
+    """In a post-LayerNorm block (BERT) the LayerNorm output feeds the MatMul and the residual
+    Add: rescaling the LayerNorm would change the residual, so the factors go into a Mul in
+    front of the MatMul alone, powers of two so the float model computes the same; the outlier
+    channels then cost the output far less."""
+    from qdqkit.core.constants import constant_array
+
     g = GraphBuilder("post_ln", seed=3, opset=17)
     x = g.input("x", [1, 16, 64])
-    ln = g.node("LayerNormalization", [x, g.const(np.ones(64, np.float32)),
-                                       g.const(np.zeros(64, np.float32))], axis=-1, out="ln")
+    gamma = np.ones(64, np.float32)
+    gamma[[5, 40]] = 40.0  # outlier channels, as trained LayerNorms have
+    ln = g.node("LayerNormalization", [x, g.const(gamma), g.const(np.zeros(64, np.float32))],
+                axis=-1, out="ln")
     w = g.const(g.rng.normal(0, 0.1, (64, 64)).astype(np.float32))
-    g.node("Add", [g.node("MatMul", [ln, w]), ln], out="y")
+    g.node("Add", [g.node("MatMul", [ln, w], name="fc"), ln], out="y")
     g.output("y", [1, 16, 64])
-    result = quantize(g.proto(), calibration_batches(g, 4), method="max", smooth_quant=0.5,
-                      keep_unpaid=True)
+    batches, held = calibration_batches(g, 8), calibration_batches(g, 4, seed=9)
+    plain = quantize(g.proto(), batches, method="max", keep_unpaid=True, trt="10")
+    smoothed = quantize(g.proto(), batches, method="max", smooth_quant=0.5, keep_unpaid=True,
+                        trt="10")
+    [entry] = smoothed.calibration["smoothed"]
+    assert entry["explicit"] and entry["tensor"] == "ln" and entry["readers"] == ["fc"]
+    assert not smoothed.warnings
+    assert smoothed.model is not None and plain.model is not None
+    mul = next(n for n in smoothed.model.graph if n.op_type == "Mul" and n.name == "ln_smoothed")
+    factors = constant_array(mul.inputs[1])
+    assert factors is not None and factors.shape == (64,)
+    exponents = np.log2(factors.astype(np.float64))
+    assert np.all(exponents == np.round(exponents)) and np.any(exponents != 0)
+    gain = _snr_db(g, smoothed.model, held) - _snr_db(g, plain.model, held)
+    assert gain > 3.0
+
+
+def test_smooth_quant_says_why_it_rescaled_nothing() -> None:
+    builder = resnet()
+    result = quantize(builder.proto(), calibration_batches(builder, 2), method="max",
+                      smooth_quant=0.5, trt="10")
     assert result.calibration["smoothed"] == []
-    assert ("--smooth-quant rescaled nothing: 1 LayerNorm or Linear outputs read by quantized "
-            "MatMuls are read by other nodes too") in " ".join(result.warnings)
+    assert any(w.startswith("--smooth-quant rescaled nothing: no quantized MatMul or Gemm")
+               for w in result.warnings)
 
 
 def test_the_cli_keeps_float_the_nodes_of_an_exclude_from_list(tmp_path: Path) -> None:

@@ -19,7 +19,9 @@
    factors, read only through Q/DQ by depthwise Convs whose weights were divided by ``f``) has no
    float twin: ``replay_equalization`` applies the same exact rescale to the float model first
    (same Mul output name, the float depthwise readers of ``x``), which computes what it did, so
-   the Mul, the convs and their weights then pair as any other node.
+   the Mul, the convs and their weights then pair as any other node. The same for an input
+   ``--smooth-quant`` rescaled in front of its quantized MatMuls (one power of two per channel
+   of the last axis; the float readers are the MatMuls of the same names).
 """
 
 from __future__ import annotations
@@ -148,18 +150,30 @@ def replay_equalization(quant: ir.Model, float_model: ir.Model) -> int:
         x, factor = node.inputs
         factors = constant_array(factor)
         if x is None or x.name not in fvalues or node.outputs[0].name in fvalues \
-                or factors is None or factors.ndim < 3 or factors.size != factors.shape[1]:
+                or factors is None:
             continue
         exponents = np.log2(np.asarray(factors, np.float64).ravel())
         if not np.all(np.isfinite(exponents)) or np.any(exponents != np.round(exponents)):
             continue
         readers = _readers_through_qdq(node.outputs[0], view)
-        if not readers or not all(is_depthwise_conv(r) for r in readers):
-            continue
         fx = fvalues[x.name or ""]
-        freaders = tuple(dict.fromkeys(
-            u.node for u in fx.uses() if is_depthwise_conv(u.node) and u.node.inputs[0] is fx
-            and constant_array(u.node.inputs[1]) is not None))
+        if factors.ndim >= 3 and factors.size == factors.shape[1] and readers and all(
+                is_depthwise_conv(r) for r in readers):
+            freaders = tuple(dict.fromkeys(
+                u.node for u in fx.uses() if is_depthwise_conv(u.node) and u.node.inputs[0] is fx
+                and constant_array(u.node.inputs[1]) is not None))
+        elif factors.ndim == 1 and readers and all(
+                r.op_type in ("MatMul", "Gemm") and r.name for r in readers):
+            # Explicit SmoothQuant (``quantization.smooth`` rule 4): only the quantized MatMuls
+            # read the Mul, so the float readers are those of the same names.
+            names = {r.name for r in readers}
+            freaders = tuple(dict.fromkeys(
+                u.node for u in fx.uses() if u.node.name in names and u.idx == 0
+                and constant_array(u.node.inputs[1]) is not None))
+            if len(freaders) != len(names):
+                continue
+        else:
+            continue
         if freaders:
             plans.append(Equalization(fx, freaders, factors.ravel().astype(np.float32),
                                       node.outputs[0].name))

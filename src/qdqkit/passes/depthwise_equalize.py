@@ -1,4 +1,4 @@
-"""DepthwiseEqualize: even out the channel ranges a depthwise convolution reads, exactly.
+"""DepthwiseEqualize: rescale the channels a weighted op reads and undo it in its weight, exactly.
 
 Rules:
 1. For a tensor X read only by depthwise convolutions (``group`` = input channels, constant
@@ -6,6 +6,9 @@ Rules:
    (1, C, 1, ...)) is inserted in front of them, and each reader's output channel o, which reads
    input channel o // m, has its weight divided by ``f[o // m]``. The factors are powers of two,
    so both the product and the division are exact: the float model computes the same values.
+   The same for X read on input A by MatMuls or untransposed Gemms with a constant 2-D weight
+   (SmoothQuant where no exact fold exists, ``quantization.smooth``): X's channels are its last
+   axis (factors of shape (C,)) and row j of each weight is divided by ``f[j]``.
 2. ``keep`` (optional) sees the inserted Muls once they are in the graph and returns the ones to
    keep (``quantization.equalize`` keeps those TensorRT fuses into X's producer); the others are
    removed again and their readers' weights are left as they were.
@@ -69,8 +72,10 @@ def _insert_mul(graph: ir.Graph, eq: Equalization, taken: set[str]) -> ir.Node:
     base = value.name or "tensor"
     weight = constant_array(eq.readers[0].inputs[1])
     assert weight is not None
-    # A Conv's input has its weight's rank and type, whether or not they were inferred.
-    shape = (1, eq.factors.size) + (1,) * max(weight.ndim - 2, 0)
+    # A Conv's input has its weight's rank and type, whether or not they were inferred; a
+    # MatMul's channels are its input's last axis.
+    shape = ((eq.factors.size,) if eq.readers[0].op_type in _LAST_AXIS_READERS
+             else (1, eq.factors.size) + (1,) * max(weight.ndim - 2, 0))
     array = eq.factors.reshape(shape).astype(weight.dtype)
     dtype = ir.DataType.from_numpy(array.dtype)
     factor_name = unique_name(taken, f"{base}_channel_factors")
@@ -97,9 +102,16 @@ def _insert_mul(graph: ir.Graph, eq: Equalization, taken: set[str]) -> ir.Node:
     return mul
 
 
+_LAST_AXIS_READERS = frozenset({"MatMul", "Gemm"})
+
+
 def _divide_weight(graph: ir.Graph, reader: ir.Node, factors: np.ndarray) -> None:
     array = constant_array(reader.inputs[1])  # an initializer or a Constant node's value
     assert array is not None
+    if reader.op_type in _LAST_AXIS_READERS:  # row j of a (K, N) weight meets channel j
+        divided = array / factors.reshape(-1, 1).astype(array.dtype)
+        replace_constant_input(graph, reader, 1, divided.astype(array.dtype), "equalized")
+        return
     per_output = np.repeat(factors, array.shape[0] // factors.size)
     divided = array / per_output.reshape((-1,) + (1,) * (array.ndim - 1)).astype(array.dtype)
     replace_constant_input(graph, reader, 1, divided.astype(array.dtype), "equalized")

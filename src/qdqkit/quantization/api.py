@@ -143,6 +143,10 @@ def quantize(
                           smooth_quant)
         if smoothed:
             proto = ir.serde.serialize_model(quantized)
+            # Explicit smoothing puts a Mul in front of the MatMuls: the points move onto it.
+            types = infer_value_types(quantized)
+            placement = plan_placement(quantized, target=target, exclude=exclude,
+                                       blocked=blocked, types=types)
         else:
             warnings.append("--smooth-quant rescaled nothing: " + why_nothing_smoothed(
                 quantized, set(placement.quantized_weighted)))

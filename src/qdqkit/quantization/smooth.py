@@ -8,6 +8,14 @@
    over the readers' weight rows, ``s_j = max|X_j|^alpha / max|W_j|^(1 - alpha)`` (SmoothQuant,
    alpha 0.5 by default): outlier channels shrink, their weight rows grow.
 3. ``passes.smooth_rescale`` applies the factors exactly; calibration then runs on the result.
+4. A tensor the quantized MatMuls read but rule 1 cannot rescale at its source (other nodes
+   read it too, as a post-LayerNorm transformer's residual Add reads each LayerNorm output, or
+   its producer is nonlinear, as GELU before the feed-forward output) gets the factors as a
+   ``Mul(X, 1/s)`` in front of those MatMuls only (``passes.depthwise_equalize``, rule 1), each
+   ``s_j`` rounded to a power of two (2^-10 to 2^10) so the float model computes the same
+   values. The Mul is one more pointwise layer where it cannot fuse into X's producer; the cost
+   model then judges the INT8 regions with it (``quantization.settle``). ``explicit`` in the
+   report.
 """
 
 from __future__ import annotations
@@ -20,7 +28,10 @@ import onnx_ir as ir
 
 from qdqkit.core.activations import ActivationRunner
 from qdqkit.core.qdq import node_label
+from qdqkit.passes.depthwise_equalize import DepthwiseEqualize, Equalization
 from qdqkit.passes.smooth_rescale import Smoothing, SmoothRescale
+
+_EXPONENT_LIMIT = 10  # rule 4: explicit factors within 2^-10 .. 2^10
 
 
 def _smoothable_reader(node: ir.Node, value: ir.Value) -> bool:
@@ -85,31 +96,45 @@ def smoothing_candidates(model: ir.Model, quantized: set[ir.Node]
     return found
 
 
-def why_nothing_smoothed(model: ir.Model, quantized: set[ir.Node]) -> str:
-    """Why rule 1 found no candidate, for the warning that says so."""
-    shared = 0
+def explicit_candidates(model: ir.Model, quantized: set[ir.Node], exact: set[ir.Value]
+                        ) -> list[tuple[ir.Value, tuple[ir.Node, ...]]]:
+    """Rule 4: (X, the quantized MatMuls reading it) for each tensor rule 1 left out."""
+    found = []
     for node in model.graph:
         for value in node.outputs:
-            readers = {use.node for use in value.uses()}
-            if (any(r in quantized and _smoothable_reader(r, value) for r in readers)
-                    and _source(value) is not None):
-                shared += 1
-    if shared:
-        return (f"{shared} LayerNorm or Linear outputs read by quantized MatMuls are read by "
-                "other nodes too (the residual Add of a post-LayerNorm transformer such as "
-                "BERT), which the exact rescale would change")
-    return "no LayerNorm or Linear output is read by a quantized MatMul"
+            if value in exact or value.is_graph_output():
+                continue
+            readers = tuple(dict.fromkeys(
+                use.node for use in value.uses()
+                if use.node in quantized and _smoothable_reader(use.node, value)))
+            if readers:
+                found.append((value, readers))
+    return found
+
+
+def why_nothing_smoothed(model: ir.Model, quantized: set[ir.Node]) -> str:
+    """Why rules 1 and 4 rescaled nothing, for the warning that says so."""
+    read = any(node in quantized and node.inputs and node.inputs[0] is not None
+               and _smoothable_reader(node, node.inputs[0]) for node in model.graph)
+    if not read:
+        return "no quantized MatMul or Gemm reads an activation with a constant 2-D weight"
+    return "every channel's factor rounded to 1 (the channels are already even)"
 
 
 def smooth(
     model: ir.Model, proto: onnx.ModelProto, quantized: set[ir.Node],
-    batches: Iterable[Mapping[str, np.ndarray]], alpha: float,
+    batches: Iterable[Mapping[str, np.ndarray]], alpha: float, allow_explicit: bool = True,
 ) -> list[dict[str, object]]:
-    """Apply SmoothQuant to ``model`` in place; returns what was smoothed, for the report."""
+    """Apply SmoothQuant to ``model`` in place (rules 1-4; without ``allow_explicit``, rules
+    1-3 only); returns what was smoothed, for the report."""
     candidates = smoothing_candidates(model, quantized)
-    if not candidates:
+    explicit = (explicit_candidates(model, quantized, {value for value, _, _ in candidates})
+                if allow_explicit else [])
+    if not candidates and not explicit:
         return []
-    runner = ActivationRunner(proto, [value.name or "" for value, _, _ in candidates])
+    names = [value.name or "" for value, _, _ in candidates]
+    names += [value.name or "" for value, _ in explicit]
+    runner = ActivationRunner(proto, names)
     channel_max: dict[str, np.ndarray] = {}
     for tensors in runner.run(batches):
         for name, array in tensors.items():
@@ -121,15 +146,40 @@ def smooth(
         x_max = channel_max.get(value.name or "")
         if x_max is None:
             continue
-        w_max = np.max([np.abs(r.inputs[1].const_value.numpy()).max(axis=1)  # type: ignore[union-attr]
-                        for r in readers], axis=0)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            factors = np.power(x_max, alpha) / np.power(w_max, 1.0 - alpha)
-        factors = np.where(np.isfinite(factors) & (factors > 0), factors, 1.0)
+        factors = _factors(x_max, readers, alpha)
         smoothings.append(Smoothing(source, readers, factors.astype(np.float32)))
         report.append({"tensor": value.name, "source": node_label(source),
                        "readers": [node_label(r) for r in readers],
                        "largest_factor": float(factors.max()),
-                       "smallest_factor": float(factors.min())})
+                       "smallest_factor": float(factors.min()), "explicit": False})
+    rescales: list[Equalization] = []
+    for value, readers in explicit:
+        x_max = channel_max.get(value.name or "")
+        if x_max is None:
+            continue
+        exponents = np.clip(np.round(np.log2(_factors(x_max, readers, alpha))),
+                            -_EXPONENT_LIMIT, _EXPONENT_LIMIT)
+        if not np.any(exponents):
+            continue
+        factors = np.exp2(exponents)
+        # Rule 4: X / s in front of the readers, their weight rows times s (divided by 1 / s).
+        rescales.append(Equalization(value, readers, (1.0 / factors).astype(np.float32),
+                                     f"{value.name}_smoothed"))
+        producer = value.producer()
+        report.append({"tensor": value.name,
+                       "source": node_label(producer) if producer is not None else value.name,
+                       "readers": [node_label(r) for r in readers],
+                       "largest_factor": float(factors.max()),
+                       "smallest_factor": float(factors.min()), "explicit": True})
     SmoothRescale(smoothings)(model)
+    DepthwiseEqualize(rescales)(model)
     return report
+
+
+def _factors(x_max: np.ndarray, readers: tuple[ir.Node, ...], alpha: float) -> np.ndarray:
+    """Rule 2's ``s_j`` for one tensor (1 where it is not finite and positive)."""
+    w_max = np.max([np.abs(r.inputs[1].const_value.numpy()).max(axis=1)  # type: ignore[union-attr]
+                    for r in readers], axis=0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        factors = np.power(x_max, alpha) / np.power(w_max, 1.0 - alpha)
+    return np.where(np.isfinite(factors) & (factors > 0), factors, 1.0)
