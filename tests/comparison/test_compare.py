@@ -274,12 +274,13 @@ def test_every_quantized_node_of_a_real_mobilenet_pairs(tmp_path: Path) -> None:
     assert all(w.snr_db > 25 for n in result.nodes for w in n.weights)
 
 
-def test_an_input_smoothed_in_front_of_its_matmuls_is_replayed_on_the_float_model(
-        tmp_path: Path) -> None:
-    """``--smooth-quant`` puts a Mul of powers of two in front of the MatMuls reading the
-    attention output and the GELU of a small transformer and scales their weight rows: the float
-    model has neither, so the same rescale is replayed on it and every quantized node pairs,
-    each weight against the float weight scaled alike (a mismatch puts it near -4 dB)."""
+@pytest.mark.parametrize("trt", ["10", "11"])
+def test_smooth_quant_rescales_are_replayed_on_the_float_model(tmp_path: Path, trt: str) -> None:
+    """``--smooth-quant`` folds factors into the small transformer's LayerNorms and puts a Mul of
+    powers of two in front of the MatMuls reading its attention output and GELU, scaling every
+    reader's weight rows: the float model has none of it, so the same rescales are replayed on
+    it (the exact ones with the factors read back from the two LayerNorms) and each weight is
+    compared with the float weight scaled alike (unreplayed, it reads -4 dB)."""
     from qdqkit.quantization import quantize
     from tests.quantization.float_models import calibration_batches, transformer
 
@@ -288,13 +289,13 @@ def test_an_input_smoothed_in_front_of_its_matmuls_is_replayed_on_the_float_mode
     fpath, qpath = tmp_path / "float.onnx", tmp_path / "int8.onnx"
     onnx.save(builder.proto(), fpath)
     result = quantize(fpath, batches, output=qpath, method="max", smooth_quant=0.5,
-                      keep_unpaid=True, trt="10")
-    explicit = {r for e in result.calibration["smoothed"] if e["explicit"] for r in e["readers"]}
-    assert len(explicit) == 2  # the attention projection's and the GELU's readers
+                      keep_unpaid=True, trt=trt)
+    entries = result.calibration["smoothed"]
+    assert [e["explicit"] for e in entries] == [False, False, True, True]
     compared = compare(fpath, qpath, batches[:2], what_if=0, progress=False)
     assert not compared.unpaired
-    rows = [n for n in compared.nodes if n.name in explicit]
-    assert len(rows) == 2 and all(w.snr_db > 30 for n in rows for w in n.weights)
+    rows = [n for n in compared.nodes if n.op_type == "MatMul" and n.weights]
+    assert len(rows) == 6 and all(w.snr_db > 35 for n in rows for w in n.weights)
 
 
 def test_a_dimension_only_one_model_knows_does_not_unpair_a_node(tmp_path: Path) -> None:

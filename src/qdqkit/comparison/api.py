@@ -33,6 +33,7 @@ from qdqkit.comparison.pairing import (
     graph_sketch,
     pair_models,
     replay_equalization,
+    replay_smoothing,
 )
 from qdqkit.comparison.probes import fresh_copy, fused_layer_ends, local_model
 from qdqkit.comparison.result import (
@@ -96,6 +97,7 @@ def compare(
     fmodel, qmodel = fresh_copy(fproto, upcast=fp16), fresh_copy(qproto, upcast=fp16)
     computed_constants_stored(fmodel)
     replay_equalization(qmodel, fmodel)
+    replay_smoothing(qmodel, fmodel)
     pairing = pair_models(qmodel, fmodel, str(qpath), str(fpath))
     trt, _, from_model = resolve_build(qmodel, trt, "gpu")
     if isinstance(data, DataRequest):

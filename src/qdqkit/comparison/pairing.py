@@ -21,7 +21,9 @@
    (same Mul output name, the float depthwise readers of ``x``), which computes what it did, so
    the Mul, the convs and their weights then pair as any other node. The same for an input
    ``--smooth-quant`` rescaled in front of its quantized MatMuls (one power of two per channel
-   of the last axis; the float readers are the MatMuls of the same names).
+   of the last axis; the float readers are the MatMuls of the same names), and, by
+   ``replay_smoothing``, for the rescales it folded into a LayerNorm or Linear: the model's
+   record names source and readers, and the factors are the ratio of the two sources' constants.
 """
 
 from __future__ import annotations
@@ -180,6 +182,65 @@ def replay_equalization(quant: ir.Model, float_model: ir.Model) -> int:
     if plans:
         DepthwiseEqualize(plans)(float_model)
     return len(plans)
+
+
+def replay_smoothing(quant: ir.Model, float_model: ir.Model) -> int:
+    """Rule 5 for ``--smooth-quant``'s exact rescales: the ones ``quant``'s record names (each
+    source folded its factors into its own constants, each reader's weight rows took them) are
+    applied to ``float_model``'s nodes of the same names, the factors read back as the ratio of
+    the two sources' first constants; how many were replayed."""
+    import json
+
+    from qdqkit.passes.smooth_rescale import Smoothing, SmoothRescale, source_constants
+
+    record = quant.metadata_props.get("qdqkit.quantize")
+    entries = json.loads(record).get("calibration", {}).get("smoothed", []) if record else []
+    qnodes = {node_label(n): n for n in quant.graph}
+    fnodes = {node_label(n): n for n in float_model.graph}
+    plans = []
+    for entry in entries:
+        if entry.get("explicit"):
+            continue  # a Mul in the graph: ``replay_equalization`` finds it
+        qsource, fsource = qnodes.get(entry["source"]), fnodes.get(entry["source"])
+        freaders = tuple(fnodes[r] for r in entry["readers"] if r in fnodes)
+        if qsource is None or fsource is None or len(freaders) != len(entry["readers"]):
+            continue
+        factors = _factors_between(source_constants(fsource), source_constants(qsource))
+        if factors is not None:
+            plans.append(Smoothing(fsource, freaders, factors))
+    if plans:
+        SmoothRescale(plans)(float_model)
+    return len(plans)
+
+
+def _factors_between(floats: list[tuple[ir.Node, int]], quants: list[tuple[ir.Node, int]]
+                     ) -> np.ndarray | None:
+    """Per channel (last axis), how much the float source's constants were divided by in the
+    quantized one, read where the float constants are largest (a bias or gamma entry can be 0);
+    None when they do not differ that way."""
+    if not floats or len(floats) != len(quants):
+        return None
+    best: np.ndarray | None = None
+    factors: np.ndarray | None = None
+    for (fnode, findex), (qnode, qindex) in zip(floats, quants, strict=True):
+        want, got = constant_array(fnode.inputs[findex]), constant_array(qnode.inputs[qindex])
+        if want is None or got is None or want.shape != got.shape or want.ndim == 0:
+            return None
+        want2 = want.reshape(-1, want.shape[-1]).astype(np.float64)
+        got2 = got.reshape(-1, got.shape[-1]).astype(np.float64)
+        rows = np.argmax(np.abs(want2), axis=0)  # per channel, its largest entry
+        columns = np.arange(want2.shape[1])
+        size = np.abs(want2[rows, columns])
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratio = want2[rows, columns] / got2[rows, columns]
+        if best is None or factors is None:
+            best, factors = size, ratio
+        elif size.shape == best.shape:
+            larger = size > best
+            best, factors = np.where(larger, size, best), np.where(larger, ratio, factors)
+    assert factors is not None
+    factors = np.where(np.isfinite(factors) & (factors > 0), factors, 1.0)
+    return None if np.allclose(factors, 1.0) else factors.astype(np.float32)
 
 
 def _readers_through_qdq(value: ir.Value, view: QdqView) -> list[ir.Node]:

@@ -42,7 +42,7 @@ class SmoothRescale(ir.passes.InPlacePass):
         for smoothing in self.smoothings:
             factors = np.where(np.isfinite(smoothing.factors) & (smoothing.factors > 0),
                                smoothing.factors, 1.0).astype(np.float32)
-            for node, index in _source_constants(smoothing.source):
+            for node, index in source_constants(smoothing.source):
                 value = node.inputs[index]
                 assert value is not None and value.const_value is not None
                 array = value.const_value.numpy()
@@ -56,7 +56,7 @@ class SmoothRescale(ir.passes.InPlacePass):
         return ir.passes.PassResult(model, modified=bool(self.smoothings))
 
 
-def _source_constants(source: ir.Node) -> list[tuple[ir.Node, int]]:
+def source_constants(source: ir.Node) -> list[tuple[ir.Node, int]]:
     """(node, input index) of the constants whose last axis is the source's output channel."""
     if source.op_type == "LayerNormalization":
         return [(source, i) for i in (1, 2) if i < len(source.inputs) and source.inputs[i]]
