@@ -123,13 +123,12 @@ def why_nothing_smoothed(model: ir.Model, quantized: set[ir.Node]) -> str:
 
 def smooth(
     model: ir.Model, proto: onnx.ModelProto, quantized: set[ir.Node],
-    batches: Iterable[Mapping[str, np.ndarray]], alpha: float, allow_explicit: bool = True,
+    batches: Iterable[Mapping[str, np.ndarray]], alpha: float,
 ) -> list[dict[str, object]]:
-    """Apply SmoothQuant to ``model`` in place (rules 1-4; without ``allow_explicit``, rules
-    1-3 only); returns what was smoothed, for the report."""
+    """Apply SmoothQuant to ``model`` in place (rules 1-4); returns what was smoothed, for the
+    report."""
     candidates = smoothing_candidates(model, quantized)
-    explicit = (explicit_candidates(model, quantized, {value for value, _, _ in candidates})
-                if allow_explicit else [])
+    explicit = explicit_candidates(model, quantized, {value for value, _, _ in candidates})
     if not candidates and not explicit:
         return []
     names = [value.name or "" for value, _, _ in candidates]
