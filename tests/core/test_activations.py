@@ -241,3 +241,35 @@ def test_a_tolerant_tensor_comes_out_as_the_range_of_its_finite_values(bad: floa
     clean = ActivationRunner(g.proto(), ["x"], ranges_only=["x"], tolerant=["x"])
     next(clean.run_reduced([feeds]))
     assert clean._finite_checker is None
+
+
+def test_a_nan_the_model_replaces_itself_is_tolerated_and_one_it_does_not_is_named() -> None:
+    """Rule 7: BERT exports guard each attention softmax with Where(IsNaN(p), 0, p), since a
+    row masked whole is NaN there: such a tensor comes out as its finite range, flagged. The same
+    NaN in a tensor something else also reads stays an error naming it."""
+    from qdqkit.core.observers import TensorObserver, TensorRange
+    from qdqkit.examples.graph import GraphBuilder
+
+    def model(guard_only: bool) -> onnx.ModelProto:
+        g = GraphBuilder("guarded", opset=17)
+        x = g.input("x", [1, 4, 4])
+        p = g.node("Softmax", [g.node("Add", [x, g.const(np.array(
+            [[0, 0, 0, 0], [0, 0, -np.inf, -np.inf], [-np.inf] * 4, [0, -np.inf, 0, 0]],
+            np.float32), "mask")])], axis=-1, out="p")
+        clean = g.node("Where", [g.node("IsNaN", [p]), g.const(np.float32(0.0), "zero"), p])
+        out = clean if guard_only else g.node("Add", [clean, p])
+        g.output(g.node("Identity", [out], out="y"))
+        return g.proto()
+
+    feeds = {"x": np.random.default_rng(0).normal(0, 1, (1, 4, 4)).astype(np.float32)}
+    guarded = ActivationRunner(model(True), ["p"], ranges_only=["p"], tolerant=["p"])
+    got = next(guarded.run_reduced([feeds]))["p"]
+    assert isinstance(got, TensorRange) and got.finite and got.non_finite
+    values = next(ActivationRunner(model(True), ["p"]).run([feeds]))["p"]
+    finite = values[np.isfinite(values)]
+    assert np.isnan(values).sum() == 4 and (got.minimum, got.maximum) == (
+        float(finite.min()), float(finite.max()))
+    TensorObserver("p", histogram=False).update(got)
+    unguarded = ActivationRunner(model(False), ["p"], ranges_only=["p"], tolerant=["p"])
+    with pytest.raises(QdqkitError, match="tensor 'p' has NaN or infinite"):
+        TensorObserver("p", histogram=False).update(next(unguarded.run_reduced([feeds]))["p"])

@@ -564,7 +564,7 @@ def test_a_mask_of_minus_infinity_is_the_models_own_not_a_calibration_error() ->
     g.output(out, [1, 8, 32])
     data = calibration_batches(g, 4)
     result = quantize(g.proto(), data, method="max", trt="11", keep_unpaid=True)
-    assert result.calibration["infinite_float_tensors"] == ["masked"]
+    assert result.calibration["non_finite_float_tensors"] == ["masked"]
     assert "mask_add" not in result.fp32_nodes
     assert result.model is not None and any(is_quantize(n) for n in result.model.graph)
     assert _snr_db(g, result.model, calibration_batches(g, 2, seed=5)) > 25.0

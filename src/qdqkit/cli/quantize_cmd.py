@@ -189,11 +189,12 @@ def render(result: Any) -> str:
         lines += ["", f"depthwise inputs equalized: {len(equalized)} tensors, {scaled} of "
                   f"{channels} channels scaled up (factors up to {top:g}) into more INT8 levels; "
                   "--no-equalize to leave them"]
-    held = result.calibration.get("infinite_float_tensors") or []
+    held = result.calibration.get("non_finite_float_tensors") or []
     if held:
-        lines += ["", f"{len(held)} float tensors hold infinities by design (e.g. '{held[0]}': "
-                  "an attention mask of -inf, a log of 0): they stay float, judged for FP16 by "
-                  "their finite values"]
+        lines += ["", f"{len(held)} float tensors hold infinities or a NaN the model replaces, by "
+                  f"design (e.g. '{held[0]}': an attention mask of -inf, a log of 0, a softmax "
+                  "over a row masked whole): they stay float, judged for FP16 by their finite "
+                  "values"]
     for warning in result.warnings:
         lines += ["", f"warning: {warning}"]
     lines += ["", "build it:", f"  {result.trtexec}"]

@@ -37,8 +37,10 @@
    attention mask of 0 and -inf, the log of a zero relative position. When a batch of one is
    not finite, that batch is reduced again, for such tensors only, to the range of its finite
    values (infinities stood in by +inf in the min and -inf in the max), flagged ``non_finite``
-   when it held some; a NaN is still reported (``finite`` False). The session doing it computes
-   only what those tensors need (a mask made from the input's shape costs next to nothing).
+   when it held some. A NaN is still reported (``finite`` False) unless the model replaces it
+   itself: every reader is ``IsNaN`` of the tensor or a ``Where`` choosing by it (BERT exports
+   guard each attention softmax so, for rows masked whole). The session doing it computes only
+   what those tensors need (a mask made from the input's shape costs next to nothing).
 """
 
 from __future__ import annotations
@@ -114,8 +116,9 @@ class ActivationRunner:
         self._threads = threads
         self._exact_nan_test = exact_nan_test
         self._rechecker: ActivationRunner | None = None
-        # Rule 7: ranges_only tensors whose NaN or infinities are the model's own.
+        # Rule 7: ranges_only tensors whose infinities (and guarded NaN) are the model's own.
         self._tolerant = frozenset(tolerant)
+        self._nan_guarded: frozenset[str] = frozenset()
         self._finite_only = finite_only
         self._finite_checker: ActivationRunner | None = None
         forwards = dict(forwards or {})
@@ -151,6 +154,9 @@ class ActivationRunner:
             raise QdqkitError(f"the model has no tensor named {shown}; check the names")
         self.skipped = tuple(n for n in requested if values[n].producer() in blocked)
         self.observed = tuple(n for n in requested if values[n].producer() not in blocked)
+        self._nan_guarded = frozenset(
+            n for n in self.observed if (n in self._tolerant or finite_only)
+            and _replaces_its_nan(values[n]))
         self.blocked_nodes = tuple(node_label(n) for n in graph if n in blocked)
         self.input_names = tuple(v.name for v in graph.inputs if v.name not in graph.initializers)
         self.session = None
@@ -239,8 +245,10 @@ class ActivationRunner:
         if scalars is None:
             return fetched[name]
         if self._finite_only:  # rule 7: the range of the finite values; a NaN stays an error
-            low, high, nans, size, infinities = (float(fetched[s]) for s in scalars)
-            return TensorRange(low, high, nans == 0.0, int(size), non_finite=infinities > 0)
+            low, high, nans, size, infinities = (float(fetched[s]) for s in scalars)   # unless
+            guarded = name in self._nan_guarded  # the model replaces it itself
+            return TensorRange(low, high, nans == 0.0 or guarded, int(size),
+                               non_finite=infinities > 0 or (guarded and nans > 0))
         low, high, nan_test, size = (float(fetched[s]) for s in scalars)
         if self._exact_nan_test:
             finite: bool | None = nan_test == 0.0
@@ -276,6 +284,21 @@ class ActivationRunner:
                                                     finite_only=True)
         again = next(self._finite_checker.run_reduced([feeds]))
         return {name: again[name] for name in names}
+
+
+def _replaces_its_nan(value: ir.Value) -> bool:
+    """Rule 7: every reader of ``value`` is ``IsNaN(value)`` or a ``Where(IsNaN(value), c,
+    value)`` that puts something else in its NaN's place (BERT exports guard each attention
+    softmax so: a row masked whole is NaN there)."""
+    readers = [use.node for use in value.uses()]
+    if not readers or value.is_graph_output():
+        return False
+    tests = {node.outputs[0] for node in readers if node.op_type == "IsNaN"}
+    return bool(tests) and all(
+        node.op_type == "IsNaN" or (
+            node.op_type == "Where" and len(node.inputs) == 3 and node.inputs[0] in tests
+            and node.inputs[2] is value and node.inputs[1] is not value)
+        for node in readers)
 
 
 def _all_finite(batch: TensorRange) -> bool:

@@ -257,8 +257,8 @@ def quantize(
         "samples": calibrated.samples, "batches": calibrated.batches, "smoothed": smoothed,
         "equalized": equalized,
     }
-    if calibrated.infinite:
-        calibration["infinite_float_tensors"] = list(calibrated.infinite)
+    if calibrated.non_finite:
+        calibration["non_finite_float_tensors"] = list(calibrated.non_finite)
     if chosen:
         calibration["auto_by_output"] = chosen
     _stamp(quantized, options, calibration)

@@ -87,8 +87,9 @@ class Calibrated:
     # Each (group, method) calibrated so far: the histogram searches are the costly part of
     # ``auto``, whose choice by the output asks for the same ones again.
     results: dict[tuple[str, str], TensorCalibration] = field(default_factory=dict)
-    # Watched float tensors that held infinities (the model's own: an attention mask).
-    infinite: tuple[str, ...] = ()
+    # Watched float tensors that held infinities or a NaN the model replaces (its own: an
+    # attention mask of -inf, a softmax over a row masked whole).
+    non_finite: tuple[str, ...] = ()
 
     def result(self, group: str, method: str) -> TensorCalibration:
         """``group``'s calibration by ``method`` (computed once)."""
@@ -153,9 +154,9 @@ def calibrate_groups(
     watched = [w for w in watch if w not in wanted]
     runs = _parallel_runs(histogram, expected_batches)
     cores = _cores()
-    # A watched tensor may hold infinities by design (an attention mask of -inf): its FP16 fate
-    # is judged by its finite values. A quantized one needs a finite range for its scale, and a
-    # NaN anywhere is an error naming the tensor.
+    # A watched tensor may hold infinities by design (an attention mask of -inf), or a NaN the
+    # model replaces itself: its FP16 fate is judged by its finite values. A quantized one
+    # needs a finite range for its scale, and any other NaN is an error naming the tensor.
     runner = ActivationRunner(model, [*quantized, *watched], forwards=forwards,
                               ranges_only=watched if histogram else [*quantized, *watched],
                               threads=max(1, cores // runs) if runs > 1 else 0,
@@ -191,10 +192,10 @@ def calibrate_groups(
         results[(group, method)] = result
     ranges = {name: (obs.minimum, obs.maximum) for name, obs in observers.items()
               if name not in wanted and obs.count and obs.minimum <= obs.maximum}
-    infinite = tuple(name for name, obs in observers.items() if obs.non_finite)
+    non_finite = tuple(name for name, obs in observers.items() if obs.non_finite)
     return Calibrated(group_scales, records, ranges, tuple(sorted(skipped)),
                       runner.blocked_nodes, samples, count, kept, method, percentile, results,
-                      infinite=infinite)
+                      non_finite=non_finite)
 
 
 def _cores() -> int:
