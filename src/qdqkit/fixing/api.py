@@ -141,6 +141,7 @@ def _fix(
     skipped: dict[str, None] = {}
     notes: dict[str, str] = {}  # tensor or weighted op -> why it was left as it is
     calibrated: dict[str, float] = {}
+    tried: set[str] = set()  # groups calibration was asked for (one pass each)
     rounds = 0
     current = first
     unpaid: dict[str, str] = {}
@@ -154,8 +155,13 @@ def _fix(
             rounds += 1
             plan = plan_target(working, target=target, extra_scales=calibrated,
                                types=types.types, view=view, exclude=kept_names)
-            if plan.missing and calib is not None and not calibrated:
-                calibrated = _calibrate(plan, calib)
+            # A round can need a scale the ones before did not (a Q/DQ a repair moved lost the
+            # scale it carried): each group is calibrated the first time it is missing.
+            uncalibrated = {group: names for group, names in plan.missing.items()
+                            if group not in tried}
+            if uncalibrated and calib is not None:
+                tried.update(uncalibrated)
+                calibrated.update(_calibrate(plan, uncalibrated, calib))
                 plan = plan_target(working, target=target, extra_scales=calibrated,
                                    types=types.types, view=view, exclude=kept_names)
             for tensors in plan.missing.values():
@@ -414,15 +420,23 @@ def _prepare(model: ir.Model) -> list[str]:
     return changes
 
 
-def _calibrate(plan: QdqTarget, data: DataRequest) -> dict[str, float]:
-    """Scales for the groups no tensor or neighbour carries one for (rule 3)."""
+def _calibrate(plan: QdqTarget, missing: Mapping[str, Sequence[str]], data: DataRequest
+               ) -> dict[str, float]:
+    """Scales for ``missing``, groups no tensor or neighbour carries one for (rule 3)."""
+    from qdqkit.core.upcast import upcast_float16
     from qdqkit.quantization.calibrate import calibrate_groups
 
     assert plan.float_model is not None
-    proto = ir.serde.serialize_model(plan.float_model)
+    model = plan.float_model
+    if any(v.dtype == ir.DataType.FLOAT16 for n in model.graph for v in n.outputs):
+        # An FP16 remainder (TensorRT 11): its float copy mixes float32 DQ outputs with float16
+        # math, which onnxruntime refuses; calibrated in float32, as quantize calibrates.
+        model = model.clone()
+        upcast_float16(model)
+    proto = ir.serde.serialize_model(model)
     batches = data.open(proto)
-    calibrated = calibrate_groups(proto, plan.missing, batches, method="max", percentile=99.99)
-    return {name: calibrated.group_scales[group] for group, names in plan.missing.items()
+    calibrated = calibrate_groups(proto, missing, batches, method="max", percentile=99.99)
+    return {name: calibrated.group_scales[group] for group, names in missing.items()
             if group in calibrated.group_scales for name in names}
 
 
