@@ -33,3 +33,24 @@ def test_shapes_that_differ_on_more_than_one_axis_are_a_pairing_error() -> None:
         Error().add(np.ones((2, 3)), np.ones((3, 2)), "t")
     with pytest.raises(QdqkitError, match="must have the same shape"):
         Error().add(np.ones((2, 3)), np.ones(6), "t")
+
+
+def test_infinities_both_models_hold_agree_and_others_are_an_infinite_error() -> None:
+    """An attention mask of -inf is in both models' scores: it agrees there (no NaN from
+    -inf - -inf, no numpy warning), and the finite values are compared as usual; an infinity
+    only one model has is an infinite error."""
+    import warnings
+
+    reference = np.array([1.0, -np.inf, 2.0, -np.inf], np.float32)
+    test = np.array([1.0, -np.inf, 2.5, -np.inf], np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        both = Error()
+        both.add(reference, test)
+        finite = Error()
+        finite.add(reference[[0, 2]], test[[0, 2]])
+        assert both.metrics() == finite.metrics()
+        assert math.isfinite(both.metrics().snr_db)
+        one = Error()
+        one.add(reference, np.array([1.0, 0.0, 2.0, -np.inf], np.float32))
+        assert one.metrics().snr_db == -math.inf and one.metrics().max_abs == math.inf

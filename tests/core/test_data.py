@@ -208,3 +208,16 @@ def test_unreadable_images_and_missing_pillow_are_one_line_errors(
     monkeypatch.setattr(builtins, "__import__", no_pillow)
     assert "pip install 'qdqkit[images]'" in _error(tmp_path / "images", model,
                                                      preprocess=Preprocess())
+
+
+def test_samples_that_cannot_fill_a_fixed_batch_are_a_one_line_error(tmp_path: Path) -> None:
+    """A model fixing its batch at 4 takes 4 samples a run: 8 make two runs, 10 leave 2 that
+    onnxruntime would refuse with its own message; the data layer says what to give."""
+    model = conv_relu_model(batch=4)
+    np.save(tmp_path / "x8.npy", _samples(8))
+    assert [b["x"].shape[0] for b in open_data(tmp_path / "x8.npy", model)] == [4, 4]
+    np.save(tmp_path / "x10.npy", _samples(10))
+    message = _error(tmp_path / "x10.npy", model)
+    assert message == ("model input 'x' has a fixed batch of 4, and 2 samples are left to fill "
+                       "one (after 8): give a multiple of 4 samples of one shape (--limit)")
+    assert "fixed batch of 4" in _error(tmp_path / "x8.npy", model, limit=6)

@@ -32,9 +32,18 @@ class Error:
         self.noise = self.dot = self.ref_sq = self.test_sq = self.max_abs = 0.0
 
     def add(self, reference: np.ndarray, test: np.ndarray, where: str = "") -> None:
+        """Fold one batch in. Values that are not finite in both (an attention mask of -inf)
+        count as agreeing where they are the same and as an infinite error where they are not;
+        the other sums run over the values finite in both."""
         reference, test = _one_length(np.asarray(reference), np.asarray(test), where)
         ref = _flat32(reference)
         tst = _flat32(test)
+        finite = np.isfinite(ref) & np.isfinite(tst)
+        if not finite.all():
+            agree = (ref == tst) | (np.isnan(ref) & np.isnan(tst))
+            if not np.all(agree | finite):
+                self.noise = self.max_abs = math.inf
+            ref, tst = ref[finite], tst[finite]
         diff = ref - tst
         self.noise += float(np.dot(diff, diff))
         self.dot += float(np.dot(ref, tst))
@@ -50,7 +59,7 @@ class Error:
     def metrics(self) -> ErrorMetrics:
         if self.noise == 0.0:
             snr = math.inf
-        elif self.ref_sq == 0.0:
+        elif self.ref_sq == 0.0 or math.isinf(self.noise):
             snr = -math.inf
         else:
             snr = 10.0 * math.log10(self.ref_sq / self.noise)

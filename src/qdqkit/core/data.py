@@ -414,8 +414,17 @@ def _rebatch(
     pending_count = 0
     emitted = 0
 
+    # An input whose batch the model fixes takes that many samples in every run, no fewer.
+    fixed = next((s.name for s in inputs if s.batch_axis is not None and s.dims is not None
+                  and s.dims[s.batch_axis] == batch and batch > 1), None)
+
     def flush() -> dict[str, np.ndarray]:
         nonlocal pending, pending_count, emitted
+        if fixed is not None and pending_count != batch:
+            raise QdqkitError(
+                f"model input '{fixed}' has a fixed batch of {batch}, and {pending_count} "
+                f"samples are left to fill one (after {emitted}): give a multiple of {batch} "
+                "samples of one shape (--limit)")
         if len(pending) == 1:
             merged = pending[0]
         else:
