@@ -221,3 +221,15 @@ def test_samples_that_cannot_fill_a_fixed_batch_are_a_one_line_error(tmp_path: P
     assert message == ("model input 'x' has a fixed batch of 4, and 2 samples are left to fill "
                        "one (after 8): give a multiple of 4 samples of one shape (--limit)")
     assert "fixed batch of 4" in _error(tmp_path / "x8.npy", model, limit=6)
+
+
+def test_random_data_draws_whole_batches_for_a_model_that_fixes_its_batch() -> None:
+    """Random samples are drawn in whole batches when the model fixes its batch (a run of a
+    batch-3 model takes 3): the default 8 become 9, a limit of 5 becomes 6."""
+    model = conv_relu_model(batch=3)
+    plain = open_data("random", model)
+    assert plain.total_samples == 9 and [b["x"].shape[0] for b in plain] == [3, 3, 3]
+    limited = open_data("random", model, limit=5)
+    assert limited.total_samples == 6 and [b["x"].shape[0] for b in limited] == [3, 3]
+    dynamic = open_data("random", conv_relu_model(), batch=3)  # chosen, not fixed: as asked
+    assert [b["x"].shape[0] for b in dynamic] == [3, 3, 2]

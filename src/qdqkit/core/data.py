@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 
-from qdqkit.core.data_random import check_random_size, random_chunks
+from qdqkit.core.data_random import RANDOM_SAMPLES, check_random_size, random_chunks
 from qdqkit.core.errors import QdqkitError
 from qdqkit.core.images import IMAGE_SUFFIXES, Preprocess, image_chunks
 from qdqkit.core.model_inputs import ModelInput, model_inputs
@@ -104,6 +104,9 @@ def open_data(
         raise QdqkitError(f"the sample limit must be at least 1, not {limit}")
     if isinstance(source, str) and source == "random":
         size = _batch_size(inputs, batch, shapes)
+        if size > 1 and _fixed_batch_input(inputs, size) is not None:
+            # Every run of the model takes ``size`` samples: random data draws whole batches.
+            limit = -(-(limit or RANDOM_SAMPLES) // size) * size
         samples, chunks = random_chunks(model, inputs, shapes, seed, limit)
         if size > 1:
             first = next(iter(chunks()))[1]
@@ -407,6 +410,12 @@ def _stackable(inputs: Sequence[ModelInput], batch: Mapping[str, np.ndarray],
     return True
 
 
+def _fixed_batch_input(inputs: Sequence[ModelInput], batch: int) -> str | None:
+    """The first input whose batch axis the model fixes at ``batch``, by name."""
+    return next((s.name for s in inputs if s.batch_axis is not None and s.dims is not None
+                 and s.dims[s.batch_axis] == batch), None)
+
+
 def _rebatch(
     chunks: Iterator[Chunk], inputs: Sequence[ModelInput], batch: int, limit: int | None
 ) -> Iterator[dict[str, np.ndarray]]:
@@ -415,8 +424,7 @@ def _rebatch(
     emitted = 0
 
     # An input whose batch the model fixes takes that many samples in every run, no fewer.
-    fixed = next((s.name for s in inputs if s.batch_axis is not None and s.dims is not None
-                  and s.dims[s.batch_axis] == batch and batch > 1), None)
+    fixed = _fixed_batch_input(inputs, batch) if batch > 1 else None
 
     def flush() -> dict[str, np.ndarray]:
         nonlocal pending, pending_count, emitted
