@@ -49,7 +49,7 @@ from qdqkit.passes.fold_weight_qdq_path import FoldDequantizedWeightPath
 from qdqkit.passes.input_cast_qdq import QuantizeBeforeInputCast
 from qdqkit.passes.keep_float import KeepNodesFloat
 from qdqkit.passes.name_nodes import NameUnnamedNodes
-from qdqkit.passes.qdq_target import QdqTarget, plan_target
+from qdqkit.passes.qdq_target import QdqTarget, carried_scales, plan_target
 from qdqkit.passes.replace_qdq import end_session, start_session
 from qdqkit.rules import Finding, RuleUnit, rule, units_for
 from qdqkit.trt.build_record import resolve_build
@@ -142,6 +142,7 @@ def _fix(
     notes: dict[str, str] = {}  # tensor or weighted op -> why it was left as it is
     calibrated: dict[str, float] = {}
     tried: set[str] = set()  # groups calibration was asked for (one pass each)
+    earlier = carried_scales(working, view)  # what the tensors carried before any repair
     rounds = 0
     current = first
     unpaid: dict[str, str] = {}
@@ -154,7 +155,8 @@ def _fix(
                 break
             rounds += 1
             plan = plan_target(working, target=target, extra_scales=calibrated,
-                               types=types.types, view=view, exclude=kept_names)
+                               types=types.types, view=view, exclude=kept_names,
+                               earlier_scales=earlier)
             # A round can need a scale the ones before did not (a Q/DQ a repair moved lost the
             # scale it carried): each group is calibrated the first time it is missing.
             uncalibrated = {group: names for group, names in plan.missing.items()
@@ -163,7 +165,8 @@ def _fix(
                 tried.update(uncalibrated)
                 calibrated.update(_calibrate(plan, uncalibrated, calib))
                 plan = plan_target(working, target=target, extra_scales=calibrated,
-                                   types=types.types, view=view, exclude=kept_names)
+                                   types=types.types, view=view, exclude=kept_names,
+                                   earlier_scales=earlier)
             for tensors in plan.missing.values():
                 reason = (f"no scale for {', '.join(repr(t) for t in tensors[:4])}: nothing next "
                           "to it carries one; give --calib data to compute it")

@@ -159,12 +159,15 @@ def _float_cast(node: ir.Node) -> bool:
 def plan_target(
     model: ir.Model, *, target: str = "gpu", extra_scales: Mapping[str, float] | None = None,
     types: ValueTypes | None = None, view: QdqView | None = None, exclude: Sequence[str] = (),
+    earlier_scales: Mapping[str, float] | None = None,
 ) -> QdqTarget:
     """The placement ``model`` should have (see the module docstring).
 
     ``types`` are the value types of ``model`` when the caller has them (by name, so they hold
     for the stripped copy too); otherwise they are inferred again. ``view``: ``model``'s Q/DQ
-    view when the caller has one.
+    view when the caller has one. ``earlier_scales``: what the model's tensors carried before
+    repairs began (a Q/DQ one round moved away and the next puts back keeps its scale), tried
+    after the model's own and its neighbours' and before ``extra_scales`` (calibrated).
     """
     view = view if view is not None and view.graph is model.graph else QdqView(model.graph)
     scales = carried_scales(model, view)
@@ -173,6 +176,7 @@ def plan_target(
     ConstantsToInitializers()(stripped)
     placement = plan_placement(stripped, target=target, types=types, exclude=exclude)
     extra = dict(extra_scales or {})
+    earlier = dict(earlier_scales or {})
     group_scale: dict[str, float] = {}
     sources: dict[str, str] = {}
     missing: dict[str, list[str]] = {}
@@ -182,6 +186,9 @@ def plan_target(
         if not carried:
             near = [n for v in members if (n := _neighbour_scale(v, scales)) is not None]
             carried = [(s, f"from neighbour '{name}'") for s, name in near]
+        if not carried:
+            carried = [(earlier[v.name], f"carried by '{v.name}' before the repairs")
+                       for v in members if v.name in earlier]
         if not carried:
             carried = [(extra[v.name], "calibrated") for v in members if v.name in extra]
         if carried:
