@@ -66,3 +66,14 @@ def every_node_is_accounted_for(model: ir.Model) -> list[str]:
     covered |= set(engine.metadata["elided_nodes"])
     covered |= {n.name for n in prediction.facts.folded_nodes}
     return [n.name or n.op_type for n in model.graph if n.name not in covered]
+
+
+def windowed_audio_model() -> onnx.ModelProto:
+    """An audio front end: a 64-sample window over a waveform of symbolic length."""
+    g = GraphBuilder("window", seed=0)
+    x = g.input("wave", ["batch", "samples"])
+    framed = g.node("Unsqueeze", [x, g.const(np.array([1], np.int64))])
+    kernel = g.const(g.rng.normal(0, 0.1, (32, 1, 64)).astype(np.float32))
+    g.node("Conv", [framed, kernel], out="spec", strides=[16])
+    g.output("spec", ["batch", 32, "frames"])
+    return g.proto()

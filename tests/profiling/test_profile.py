@@ -13,6 +13,7 @@ from qdqkit.cli import main
 from qdqkit.core.errors import QdqkitError
 from qdqkit.profiling import profile_model, read_trtexec_times
 from tests.comparison.models import small_net
+from tests.models import windowed_audio_model
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
 TIMES = FIXTURES / "trtexec-times"
@@ -104,3 +105,13 @@ def test_tensorrt7_spelling_and_copy_bound_pipelines(tmp_path: Path) -> None:
     (tmp_path / "list.json").write_text("[1, 2]")
     with pytest.raises(QdqkitError, match="exportTimes"):
         read_trtexec_times(tmp_path / "list.json")
+
+
+def test_profile_on_a_guessed_length_the_model_cannot_run_asks_for_shapes(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "window.onnx"
+    onnx.save(windowed_audio_model(), path)
+    assert main(["profile", str(path), "--runs", "1"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "'wave'[1] samples = 32" in err and "--shapes" in err, err
+    assert main(["profile", str(path), "--runs", "1", "--shapes", "wave:1x1024"]) == 0

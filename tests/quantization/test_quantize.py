@@ -17,6 +17,7 @@ from qdqkit.core.qdq import is_dequantize, is_quantize
 from qdqkit.core.upcast import upcast_float16
 from qdqkit.examples.graph import GraphBuilder
 from qdqkit.quantization import quantize
+from tests.models import windowed_audio_model
 from tests.quantization.float_models import (
     calibration_batches,
     mobilenet,
@@ -199,6 +200,25 @@ def test_random_data_names_the_dimensions_it_guessed_but_not_a_batch_axis() -> N
     guessed = [w for w in result.warnings if "guessed the symbolic dimensions" in w]
     assert len(guessed) == 1 and "'x'[1] length = 32" in guessed[0], result.warnings
     assert "state" not in guessed[0] and "'x'[0]" not in guessed[0]
+
+
+def test_random_data_that_guessed_a_length_the_model_cannot_run_says_so(
+        tmp_path: Path) -> None:
+    # 32 samples do not fill the 64-sample window: onnxruntime's own message alone would not
+    # say that the length was a guess, nor what to give instead.
+    source, output = tmp_path / "window.onnx", tmp_path / "out.onnx"
+    onnx.save(windowed_audio_model(), source)
+    with pytest.raises(QdqkitError) as caught:
+        quantize(str(source), "random", output=str(output), calib_limit=2, method="max")
+    message = str(caught.value)
+    assert "onnxruntime" in message and "'wave'[1] samples = 32" in message, message
+    assert "--shapes" in message and "\n" not in message
+    assert not output.exists()
+    # With the shape given there is nothing to guess, and the model runs.
+    result = quantize(str(source), "random", shapes={"wave": [1, 1024]}, calib_limit=2,
+                      method="max")
+    assert result.judged_shapes == {"wave": [1, 1024]}
+    assert not any("guessed" in w for w in result.warnings)
 
 
 def test_plugin_nodes_stay_float_and_the_rest_is_calibrated() -> None:

@@ -112,7 +112,8 @@ def compare(
     metric_sum = 0.0
     seen = 0
     first: dict[str, np.ndarray] = {}
-    with Progress("comparing", total=stream.total_samples, enabled=progress) as bar:
+    with (Progress("comparing", total=stream.total_samples, enabled=progress) as bar,
+          stream.explaining_guesses()):
         for feeds in stream:
             first = first or dict(feeds)
             count = _count(feeds)

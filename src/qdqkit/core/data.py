@@ -18,11 +18,14 @@ iterable of dicts, or ``"random"``. The rules every batch obeys:
 4. Files are streamed (``.npy`` memory-mapped, ``.npz`` read a chunk at a time, images decoded one
    by one): memory holds one batch, whatever the number of samples. ``batch`` re-batches samples
    across files; ``limit`` stops after that many samples.
-5. ``random`` is never silent: the returned :class:`CalibrationData` says ``is_random``.
+5. ``random`` is never silent: the returned :class:`CalibrationData` says ``is_random``, and
+   ``guessed`` names the symbolic dimensions it filled; ``explaining_guesses()`` turns an
+   onnxruntime failure on such data into an error that names them (``core.data_random`` rule 5).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -31,7 +34,13 @@ from pathlib import Path
 import numpy as np
 import onnx
 
-from qdqkit.core.data_random import RANDOM_SAMPLES, check_random_size, random_chunks
+from qdqkit.core.data_random import (
+    RANDOM_SAMPLES,
+    check_random_size,
+    explaining_guesses,
+    guessed_dims,
+    random_chunks,
+)
 from qdqkit.core.errors import QdqkitError
 from qdqkit.core.images import IMAGE_SUFFIXES, Preprocess, image_chunks
 from qdqkit.core.model_inputs import ModelInput, model_inputs
@@ -58,6 +67,11 @@ class CalibrationData:
     batch: int
     limit: int | None
     _chunks: Callable[[], Iterator[Chunk]] = field(repr=False)
+    guessed: tuple[str, ...] = ()
+
+    def explaining_guesses(self) -> contextlib.AbstractContextManager[None]:
+        """A block whose onnxruntime failures name the dimensions random data guessed (rule 5)."""
+        return explaining_guesses(self.guessed)
 
     def __iter__(self) -> Iterator[dict[str, np.ndarray]]:
         """The batches, from the start (a one-shot Python iterator gives them once)."""
@@ -113,7 +127,8 @@ def open_data(
             for item in inputs:
                 check_random_size(item, first[item.name].shape, size)
         return CalibrationData("random data (seeded; scales are meaningless for accuracy)",
-                               inputs, True, samples, size, limit, chunks)
+                               inputs, True, samples, size, limit, chunks,
+                               guessed_dims(inputs, shapes))
     if shapes:
         raise QdqkitError("shapes only apply to random data; real data brings its own shapes")
     size = _batch_size(inputs, batch, None)

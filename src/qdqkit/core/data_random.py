@@ -12,10 +12,15 @@
 4. ``RANDOM_SAMPLES`` (8) samples unless a limit says otherwise, drawn one at a time from one
    seeded generator, so the values do not depend on the batch size. An input without a batch axis
    is drawn once, before the samples, and fed with every one: a batch holds one value of it.
+5. The symbolic dimensions rule 1 guessed are known (``guessed_dims``): when onnxruntime then
+   fails on the model (an audio front end whose 512-sample window does not fit 32 samples), the
+   error names them and asks for ``--shapes``, since the guess, not the model, is the likely
+   cause.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 
@@ -62,6 +67,33 @@ def _sample_shape(spec: ModelInput, shapes: Mapping[str, Sequence[int]]) -> tupl
         else:
             dims.append(int(given[axis]) if given is not None else RANDOM_DYNAMIC_DIM)
     return tuple(dims)
+
+
+def guessed_dims(inputs: Sequence[ModelInput],
+                 shapes: Mapping[str, Sequence[int]] | None) -> tuple[str, ...]:
+    """Rule 5: the symbolic dimensions rule 1 filled with ``RANDOM_DYNAMIC_DIM``, as
+    ``'input'[axis] name = 32``; a batch axis holds one sample and is not a guess."""
+    given = shapes or {}
+    return tuple(
+        f"'{spec.name}'[{axis}] {(spec.dim_names or ('',) * len(spec.dims))[axis] or '?'} "
+        f"= {RANDOM_DYNAMIC_DIM}"
+        for spec in inputs if spec.dims and spec.name not in given
+        for axis, dim in enumerate(spec.dims)
+        if dim is None and axis != spec.batch_axis)
+
+
+@contextlib.contextmanager
+def explaining_guesses(guessed: Sequence[str]) -> Iterator[None]:
+    """Rule 5: an onnxruntime failure inside the block, on random data that guessed
+    ``guessed``, names the guesses and asks for the shapes the model runs at."""
+    try:
+        yield
+    except QdqkitError as exc:
+        if not guessed or "onnxruntime" not in str(exc):
+            raise
+        raise QdqkitError(
+            f"{exc} (random data guessed the symbolic dimensions {', '.join(guessed)}: give "
+            "--shapes with shapes the model runs at)") from None
 
 
 def check_random_size(spec: ModelInput, sample_shape: Sequence[int], batch: int) -> None:

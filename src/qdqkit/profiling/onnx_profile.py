@@ -127,8 +127,9 @@ def profile_model(
             for _ in range(runs + 1):
                 session.run(None, feeds)
         except Exception as exc:  # onnxruntime raises its own exception classes
-            raise QdqkitError(f"{path}: onnxruntime cannot run the model: "
-                              f"{ort_message(exc)}") from None
+            with stream.explaining_guesses():
+                raise QdqkitError(f"{path}: onnxruntime cannot run the model: "
+                                  f"{ort_message(exc)}") from None
         events = json.loads(Path(session.end_profiling()).read_text(encoding="utf-8"))
     measured = _measured(events)
     result = _summarize(path, proto, feeds, measured, runs, stream.description, optimized)

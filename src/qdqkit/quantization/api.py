@@ -139,8 +139,9 @@ def quantize(
             raise QdqkitError(f"the SmoothQuant alpha must be in [0, 1], not {smooth_quant}")
         from qdqkit.quantization.smooth import smooth, why_nothing_smoothed
 
-        smoothed = smooth(quantized, proto, set(placement.quantized_weighted), calibration_data,
-                          smooth_quant)
+        with calibration_data.explaining_guesses():
+            smoothed = smooth(quantized, proto, set(placement.quantized_weighted),
+                              calibration_data, smooth_quant)
         if smoothed:
             proto = ir.serde.serialize_model(quantized)
             # Explicit smoothing puts a Mul in front of the MatMuls: the points move onto it.
@@ -169,7 +170,8 @@ def quantize(
     # Not for random data (its error means nothing) nor a model onnxruntime cannot run whole.
     by_output = method == "auto" and not calibration_data.is_random and not blocked
     keeper = SampleKeeper(calibration_data.inputs) if by_output else None
-    with Progress("calibrating", total=calibration_data.total_samples, enabled=progress) as bar:
+    with (Progress("calibrating", total=calibration_data.total_samples, enabled=progress) as bar,
+          calibration_data.explaining_guesses()):
         calibrated = calibrate_groups(proto, groups, calibration_data, method=method,
                                       percentile=percentile, watch=watch.tensors,
                                       on_batch=bar.advance,
@@ -236,7 +238,7 @@ def quantize(
     if calibration_data.is_random:
         warnings.append("calibrated on random data: the scales are meaningless for accuracy; "
                         "calibrate on real samples before deploying")
-        guessed = _guessed_dims(proto) if not shapes else []
+        guessed = calibration_data.guessed
         if guessed:
             warnings.append(
                 f"random data guessed the symbolic dimensions {', '.join(guessed)}; which ops "
@@ -432,19 +434,6 @@ def _shape_spec(shapes: Mapping[str, list[int]] | None) -> str | None:
     if not sized:
         return None
     return ",".join(f"{name}:{'x'.join(str(d) for d in dims)}" for name, dims in sized.items())
-
-
-def _guessed_dims(proto: onnx.ModelProto) -> list[str]:
-    """Symbolic dimensions random data filled, as 'input[axis] name = value': every one but an
-    input's batch axis (axis 1 of a recurrent state ``[2, batch, 128]``), which holds one sample."""
-    from qdqkit.core.data_random import RANDOM_DYNAMIC_DIM
-    from qdqkit.core.model_inputs import model_inputs
-
-    return [f"'{spec.name}'[{axis}] {(spec.dim_names or ('',) * len(spec.dims))[axis] or '?'} "
-            f"= {RANDOM_DYNAMIC_DIM}"
-            for spec in model_inputs(proto) if spec.dims
-            for axis, dim in enumerate(spec.dims)
-            if dim is None and axis != spec.batch_axis]
 
 
 def _stamp(model: ir.Model, options: dict[str, Any], calibration: dict[str, Any]) -> None:
