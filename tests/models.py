@@ -77,3 +77,20 @@ def windowed_audio_model() -> onnx.ModelProto:
     g.node("Conv", [framed, kernel], out="spec", strides=[16])
     g.output("spec", ["batch", 32, "frames"])
     return g.proto()
+
+
+def padded_channels_last_input_model(*, input_cast: bool = False) -> onnx.ModelProto:
+    """A TensorFlow-style front: an NHWC input of one channel, zero-padded, reshaped to NCHW and
+    read by a conv (a keyword-spotting embedding writes it so); with ``input_cast`` the input is
+    cast to float16 first, as a float16 remainder does."""
+    g = GraphBuilder("padded_input", seed=0)
+    x = g.input("x", [1, 64, 32, 1])
+    if input_cast:
+        x = g.node("Cast", [x], out="x_fp16", to=int(onnx.TensorProto.FLOAT))
+    padded = g.node("Pad", [x, g.const(np.array([0, 1, 1, 0, 0, 1, 1, 0], np.int64))],
+                    out="padded")
+    nchw = g.node("Reshape", [padded, g.const(np.array([1, 1, 66, 34], np.int64))], out="nchw")
+    y = g.node("Relu", [g.conv(nchw, 1, 32, weight="float", name="c1")])
+    g.node("Relu", [g.conv(y, 32, 32, weight="float", name="c2")], out="out")
+    g.output("out", [1, 32, 66, 34])
+    return g.proto()

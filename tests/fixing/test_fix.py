@@ -242,6 +242,33 @@ def test_a_cast_network_input_is_quantized_before_its_cast() -> None:
     assert result.after.layers < result.before.layers
 
 
+def test_a_q_behind_a_cast_input_and_copies_moves_onto_the_input() -> None:
+    # The float16 remainder casts the input, then a zero Pad and a Reshape lead to the conv:
+    # its Q there is a standalone Reformat. The target quantizes the input itself, the Pad and
+    # the Reshape running INT8 behind it, as quantize places a float model.
+    from tests.models import padded_channels_last_input_model
+
+    float_model = padded_channels_last_input_model()
+    quantized = quantize(float_model, "random", calib_limit=2, method="max", keep_unpaid=True)
+    assert quantized.model is not None
+    moved = ir.from_proto(ir.serde.serialize_model(quantized.model))
+    # As the placement was before: the input's float16 Cast, no Q/DQ until the conv's.
+    network_input = moved.graph.inputs[0]
+    q = next(u.node for u in network_input.uses())
+    dq = next(u.node for u in q.outputs[0].uses())
+    cast = ir.node("Cast", [network_input], attributes={"to": ir.DataType.FLOAT16})
+    cast.outputs[0].name, cast.outputs[0].dtype = "x_fp16", ir.DataType.FLOAT16
+    moved.graph.insert_before(q, cast)
+    dq.outputs[0].replace_all_uses_with(cast.outputs[0])
+    moved.graph.remove([dq, q], safe=True)
+    assert "QDQ407" in lint(moved).codes()
+    result = fix(moved)
+    assert result.model is not None and "QDQ407" not in lint(result.model).codes()
+    network_input = result.model.graph.inputs[0]
+    assert [u.node.op_type for u in network_input.uses()] == ["QuantizeLinear"]
+    assert _snr(moved, result.model, [_feeds(moved, seed) for seed in range(4)]) > 30
+
+
 def test_a_cast_network_input_read_in_float_too_keeps_its_cast() -> None:
     model = producers.modelopt()
     cast = next(n for n in model.graph if n.op_type == "Cast" and n.inputs[0] is not None

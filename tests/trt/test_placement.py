@@ -262,6 +262,21 @@ def test_small_layers_fed_by_the_input_stay_float_with_the_threshold() -> None:
     assert placement.points == []
 
 
+def test_a_zero_pad_and_a_copy_after_a_network_input_run_int8_behind_its_q() -> None:
+    # Pad(0) -> Reshape -> Conv from a network input: the input's Q (the Reformat no placement
+    # avoids, B8) goes on the input, and the Pad and the Reshape run INT8 on one scale (B3). A Q
+    # after them would be a standalone Reformat of its own (QDQ407), the Pad a float layer.
+    from tests.models import padded_channels_last_input_model
+
+    placement = plan_placement(ir.from_proto(padded_channels_last_input_model()))
+    assert "x" in {p.value.name for p in placement.points}
+    group_of = {v.name: group for group, members in placement.groups.items() for v in members}
+    assert group_of["x"] == group_of["padded"] == group_of["nchw"]
+    result = quantize(padded_channels_last_input_model(), "random", calib_limit=2, method="max",
+                      keep_unpaid=True)
+    assert _placement_warnings(result) == {} and result.engine.reformats == 1
+
+
 def test_exclude_by_op_type_and_glob() -> None:
     model = resnet().ir()
     by_type = plan_placement(model, exclude=["Gemm"])

@@ -13,9 +13,11 @@
    unless an INT8 block writes the skip for other INT8 readers: a residual chain running into
    float math then pays its one Reformat at its end instead of one per block.
 3. Walking the graph backwards: an op that commutes with Q/DQ (MaxPool, Concat, nearest Resize,
-   copies; B3) whose outputs are all read in INT8 passes INT8 through, and its inputs join its
-   output's scale group: one scale for the whole Concat/SPPF/MaxPool family, calibrated on the
-   union of their data (B4, C10, C11). An averaging pool or linear Resize whose output is read in
+   copies, a zero Pad; B3) whose outputs are all read in INT8 passes INT8 through, and its inputs
+   join its output's scale group: one scale for the whole Concat/SPPF/MaxPool family, calibrated
+   on the union of their data (B4, C10, C11). Such a chain reaching a network input (or its
+   float16 Cast) puts the Q on the input: that Reformat is unavoidable (B8), one after the
+   copies is not. An averaging pool or linear Resize whose output is read in
    INT8 gets Q/DQ on its input (C9, C14), so it runs INT8 between INT8 layers; so does every
    input of a pointwise layer whose output is read in INT8 (C8), unless its math is precision-
    sensitive, it holds an Add TensorRT would fuse into a conv, or it reads a tensor no INT8 layer
@@ -588,7 +590,7 @@ def _pass_through(
         outputs = [v for v in node.outputs if v is not None]
         if not outputs or not all(read_in_int8(v) for v in outputs):
             continue
-        if is_commuting(node) and node.op_type != "Pad":
+        if is_commuting(node) and (node.op_type != "Pad" or _zero_pad(node)):
             data = [node.inputs[i] for i in sorted(commuting_data_index(node))
                     if i < len(node.inputs)]
             if not all(_float_data(facts, v) for v in data if v is not None and
@@ -620,13 +622,31 @@ def _pass_through(
                 if (is_add(member) or member.op_type == "Sub") and len(external) == 2:
                     groups.union(external[0], external[1])  # one scale for both (C6, B4)
             int8_ops.extend(reversed(block.nodes))
-    for value in facts.graph.inputs:
+    for graph_input in facts.graph.inputs:
         # A network input reached through commuting ops takes the Q itself: the Reformat that
-        # quantizes a network input is unavoidable (B8), one past the copies is not.
+        # quantizes a network input is unavoidable (B8), one past the copies is not. So does
+        # its float16 copy (a float remainder's Cast), whose Q is realized on the input itself.
+        value = _through_input_casts(graph_input)
         if value in passing and read_in_int8(value):
             for node in sorted(passing[value], key=lambda n: facts.order[n]):
                 qreaders.setdefault(value, {})[node] = None
     int8_ops.reverse()
+
+
+def _through_input_casts(value: ir.Value) -> ir.Value:
+    """The last of the float Casts a network input goes through, each the only reader of what it
+    casts (a float16 remainder's Cast of the input, ModelOpt's AutoCast); the input if none."""
+    while not value.is_graph_output():
+        readers = [use.node for use in value.uses()]
+        if len(readers) != 1:
+            break
+        cast = readers[0]
+        to = cast.attributes.get("to")
+        if (cast.op_type != "Cast" or not is_default_domain(cast) or to is None
+                or ir.DataType(to.as_int()) not in FLOAT_TYPES or cast.outputs[0] is None):
+            break
+        value = cast.outputs[0]
+    return value
 
 
 def _int8_pointwise_blocks(facts: GraphFacts, blocked: Mapping[ir.Node, str],
