@@ -606,3 +606,41 @@ def test_a_batch_that_samples_of_different_shapes_cannot_fill_is_said() -> None:
     even = [{"tokens": rng.normal(0, 1, (1, 8, 64)).astype(np.float32)} for _ in range(4)]
     result = quantize(proto, even, method="max", batch=4)
     assert result.calibration["batches"] == 1 and not any("--batch" in w for w in result.warnings)
+
+
+def _conv_inside_if() -> onnx.ModelProto:
+    """A model whose convs all sit in the branches of an If on an input flag (a VAD that picks its
+    front end by sample rate writes it so)."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+
+    def branch(name: str) -> onnx.GraphProto:
+        weight = numpy_helper.from_array(rng.normal(0, 0.1, (16, 16, 3, 3)).astype(np.float32),
+                                         f"{name}_w")
+        conv = helper.make_node("Conv", ["x", f"{name}_w"], [f"{name}_y"], pads=[1, 1, 1, 1])
+        out = helper.make_tensor_value_info(f"{name}_y", TensorProto.FLOAT, None)
+        return helper.make_graph([conv], name, [], [out], [weight])
+
+    flag = helper.make_tensor_value_info("flag", TensorProto.BOOL, [])
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16, 16, 16])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    node = helper.make_node("If", ["flag"], ["y"], name="pick",
+                            then_branch=branch("a"), else_branch=branch("b"))
+    graph = helper.make_graph([node], "branches", [flag, x], [y])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_convs_inside_subgraphs_are_named_as_left_float() -> None:
+    from qdqkit.cli.quantize_cmd import render
+
+    rng = np.random.default_rng(1)
+    samples = [{"flag": np.array(True), "x": rng.normal(size=(1, 16, 16, 16)).astype(np.float32)}
+               for _ in range(3)]
+    result = quantize(_conv_inside_if(), samples)
+    assert result.weighted == [] and "auto_by_output" not in result.calibration
+    assert any(w.startswith("2 Conv inside subgraphs") for w in result.warnings), result.warnings
+    assert any("the main graph has no Conv" in w for w in result.warnings)
+    text = render(result)
+    assert "INT8 MACs     none: no weighted op in the main graph" in text
+    assert "by output" not in text

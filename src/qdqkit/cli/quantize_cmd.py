@@ -155,7 +155,8 @@ def render(result: Any) -> str:
         *_by_output_line(cal.get("auto_by_output")),
         f"  INT8 MACs     {'unknown' if share is None else f'{share:.1%}'} of {macs(total)} "
         f"({sum(1 for w in weighted if w.quantized)}/{len(weighted)} weighted ops"
-        f"{engine.mac_caveat()})",
+        f"{engine.mac_caveat()})" if weighted else
+        "  INT8 MACs     none: no weighted op in the main graph",
         f"  engine        TensorRT {result.options['trt']} {result.options['target']}"
         f"{_judged_at(result)}: "
         f"{by_precision or 'no layers'}; {engine.reformats} Reformats "

@@ -14,6 +14,7 @@ import json
 import math
 import os
 import time
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -30,7 +31,7 @@ from qdqkit.core.images import Preprocess
 from qdqkit.core.kept_float import FP32_KEY, record_kept_float
 from qdqkit.core.model_io import load_model, stage_model
 from qdqkit.core.progress import Progress
-from qdqkit.core.qdq import node_label
+from qdqkit.core.qdq import WEIGHTED_OPS, node_label
 from qdqkit.core.shapes import infer_value_types
 from qdqkit.linting import lint
 from qdqkit.quantization.by_output import SampleKeeper, choose_by_output, written_output_snr
@@ -168,7 +169,8 @@ def quantize(
                        ) if fp16 or pin else Fp16Watch([])
     # ``auto`` keeps a few samples to choose each group's method by the output error.
     # Not for random data (its error means nothing) nor a model onnxruntime cannot run whole.
-    by_output = method == "auto" and not calibration_data.is_random and not blocked
+    by_output = (method == "auto" and not calibration_data.is_random and not blocked
+                 and bool(groups))
     keeper = SampleKeeper(calibration_data.inputs) if by_output else None
     with (Progress("calibrating", total=calibration_data.total_samples, enabled=progress) as bar,
           calibration_data.explaining_guesses()):
@@ -231,9 +233,16 @@ def quantize(
     if pin:
         fp32_nodes = pins.reasons
     kept = set(placement.observed_tensors())
+    nested = _weighted_in_subgraphs(quantized)
+    if nested:
+        ops = ", ".join(f"{n} {op}" for op, n in sorted(nested.items()))
+        warnings.append(f"{ops} inside subgraphs (If, Loop, Scan bodies) stay float: Q/DQ go in "
+                        "the main graph only")
     if not placement.points:
-        warnings.append("nothing was quantized: no INT8 layer pays for itself in this model (see "
-                        "why each weighted op stayed float); the output has no Q/DQ and builds "
+        why = ("no INT8 layer pays for itself in this model (see why each weighted op stayed "
+               "float)" if placement.weighted else "the main graph has no Conv, ConvTranspose, "
+               "Gemm or MatMul with a stored weight")
+        warnings.append(f"nothing was quantized: {why}; the output has no Q/DQ and builds "
                         "without --int8")
     if calibration_data.is_random:
         warnings.append("calibrated on random data: the scales are meaningless for accuracy; "
@@ -297,6 +306,21 @@ def quantize(
             outputs.stage_text(report_path(out_path), dumps_json(result.report_json()))
     result.seconds = time.perf_counter() - start
     return result
+
+
+def _weighted_in_subgraphs(model: ir.Model) -> Counter[str]:
+    """The Conv, ConvTranspose, Gemm and MatMul nodes inside subgraphs (If, Loop, Scan bodies)
+    by op type: placement leaves them float. Their weights may arrive as a Loop's carried
+    values, so every such op counts."""
+    found: Counter[str] = Counter()
+    for node in model.graph:
+        for attr in node.attributes.values():
+            bodies = ([attr.as_graph()] if attr.type == ir.AttributeType.GRAPH else
+                      list(attr.as_graphs()) if attr.type == ir.AttributeType.GRAPHS else [])
+            found.update(inner.op_type for body in bodies
+                         for inner in ir.traversal.RecursiveGraphIterator(body)
+                         if inner.op_type in WEIGHTED_OPS)
+    return found
 
 
 def _plan_signature(placement: Placement) -> tuple[frozenset[object], frozenset[str]]:
