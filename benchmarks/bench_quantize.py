@@ -27,6 +27,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
@@ -46,8 +47,8 @@ def _samples(count: int) -> Iterator[dict[str, np.ndarray]]:
         yield {"input": rng.standard_normal((1, 3, 224, 224), dtype=np.float32)}
 
 
-def _child(mode: str, path: str, samples: int, folder: str) -> dict[str, float]:
-    result: dict[str, float] = {}
+def _child(mode: str, path: str, samples: int, folder: str) -> dict[str, Any]:
+    result: dict[str, Any] = {}
     if mode == "floor":
         import onnxruntime as ort
 
@@ -66,8 +67,10 @@ def _child(mode: str, path: str, samples: int, folder: str) -> dict[str, float]:
         from qdqkit import quantize
 
         start = time.perf_counter()
-        quantize(path, _samples(samples), output=Path(folder) / f"{mode}.onnx", method=mode)
+        done = quantize(path, _samples(samples), output=Path(folder) / f"{mode}.onnx",
+                        method=mode)
         result["seconds"] = time.perf_counter() - start
+        result["phases"] = done.phases
     usage = resource.getrusage(resource.RUSAGE_SELF)
     result["peak_rss_mb"] = usage.ru_maxrss / 1024
     # CPU seconds of the whole child (all threads): steadier than wall time when other work
@@ -76,7 +79,7 @@ def _child(mode: str, path: str, samples: int, folder: str) -> dict[str, float]:
     return result
 
 
-def _run(mode: str, path: Path, samples: int) -> dict[str, float]:
+def _run(mode: str, path: Path, samples: int) -> dict[str, Any]:
     out = subprocess.run([sys.executable, __file__, "--child", mode, "--model", str(path),
                           "--samples", str(samples), "--folder", str(path.parent)],
                          check=True, capture_output=True, text=True)
@@ -126,6 +129,15 @@ def main() -> None:
             print(f"{label:22s} {r['seconds']:7.2f} s  floor {floor['seconds']:6.2f} s  "
                   f"{r['seconds'] / floor['seconds']:5.2f}x{goal}  CPU {cpu:5.1f} s  peak RSS "
                   f"{r['peak_rss_mb']:6.0f} MB (floor {floor['peak_rss_mb']:.0f} MB)", flush=True)
+            if "phases" in r:
+                # Where the run goes: the passes over the data beside the floor they cannot beat,
+                # and the fixed steps around them.
+                phases = r["phases"]
+                passes = phases.get("calibration passes", 0.0)
+                steps = ", ".join(f"{name} {value:.2f}" for name, value in phases.items()
+                                  if value >= 0.005)
+                print(f"{'':22s} where it goes (s): {steps}; the passes alone "
+                      f"{passes / floor['seconds']:.2f}x the floor", flush=True)
         if args.rss_samples:
             r = _run("auto", path, args.rss_samples)
             print(f"qdqkit auto, {args.rss_samples} samples: {r['seconds']:.2f} s, "

@@ -118,6 +118,18 @@ def test_writes_model_and_report_atomically_and_leaves_input_alone(tmp_path: Pat
     again = tmp_path / "again.onnx"
     quantize(source, tmp_path / "calib.npy", output=again, method="mse")
     assert again.read_bytes() == out.read_bytes()
+    def named_apart(path: Path) -> dict:
+        data = json.loads(path.read_text())
+        return {k: v for k, v in data.items() if k not in ("output", "report", "trtexec")}
+
+    assert named_apart(tmp_path / "again.quant.json") == named_apart(
+        out.parent / "yolo_int8.quant.json")
+    # Where the time went: in --json, never in the report file, which stays deterministic.
+    phases = result.to_json()["phases"]
+    assert list(phases) == ["load", "plan", "equalize", "calibration session",
+                            "calibration passes", "settle", "lint", "write"]
+    assert all(v >= 0 for v in phases.values()) and sum(phases.values()) <= result.seconds + 0.01
+    assert phases["calibration session"] > 0 and "phases" not in report
 
 
 def test_scales_do_not_depend_on_batch_size_or_order(tmp_path: Path) -> None:

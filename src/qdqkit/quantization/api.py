@@ -99,6 +99,7 @@ def quantize(
     for samples calibrated one by one is batch 1); random data is drawn at them.
     """
     start = time.perf_counter()
+    clock = _Phases(start)
     if target not in TARGETS:
         raise QdqkitError(f"unknown target '{target}': use one of {', '.join(TARGETS)}")
     trt = normalize_trt_version(trt if trt is not None else default_trt(target))
@@ -123,6 +124,7 @@ def quantize(
             fp16 = False
             warnings.append(f"the float remainder stays FP32: {exc}")
     proto = _normalized(proto)
+    clock.lap("load")
     random_data = isinstance(data, str) and data == "random"
     if shapes and not random_data:
         _check_deployed_shapes(proto, shapes, where)
@@ -135,6 +137,7 @@ def quantize(
     placement = plan_placement(quantized, target=target, exclude=exclude, blocked=blocked,
                                types=types)
     smoothed: list[dict[str, Any]] = []
+    clock.lap("plan")
     if smooth_quant is not None:
         if not 0.0 <= smooth_quant <= 1.0:
             raise QdqkitError(f"the SmoothQuant alpha must be in [0, 1], not {smooth_quant}")
@@ -152,6 +155,7 @@ def quantize(
         else:
             warnings.append("--smooth-quant rescaled nothing: " + why_nothing_smoothed(
                 quantized, set(placement.quantized_weighted)))
+        clock.lap("smooth-quant")
     equalized: list[dict[str, Any]] = []
     # Per-tensor weight scales cannot absorb per-channel factors: equalizing would crush the
     # weights of the channels it scales up.
@@ -163,6 +167,7 @@ def quantize(
             types = infer_value_types(quantized)
             placement = plan_placement(quantized, target=target, exclude=exclude,
                                        blocked=blocked, types=types)
+        clock.lap("equalize")
     groups = {name: [v.name or "" for v in members] for name, members in placement.groups.items()}
     # The FP16 remainder needs the range of every float tensor the engine writes to memory.
     watch = fp16_watch(quantized, types, {n for members in groups.values() for n in members}
@@ -172,6 +177,7 @@ def quantize(
     by_output = (method == "auto" and not calibration_data.is_random and not blocked
                  and bool(groups))
     keeper = SampleKeeper(calibration_data.inputs) if by_output else None
+    clock.lap("plan")
     with (Progress("calibrating", total=calibration_data.total_samples, enabled=progress) as bar,
           calibration_data.explaining_guesses()):
         calibrated = calibrate_groups(proto, groups, calibration_data, method=method,
@@ -180,6 +186,8 @@ def quantize(
                                       forwards=custom_ops,
                                       on_feeds=keeper.offer if keeper is not None else None,
                                       expected_batches=_batch_count(calibration_data))
+    clock.lap("calibration passes")
+    clock.split("calibration passes", "calibration session", calibrated.session_seconds)
     if calibrated.samples == 0:
         raise QdqkitError(f"{calibration_data.description}: no calibration samples; give data")
     if batch is not None and batch > 1 and calibrated.batches > -(-calibrated.samples // batch):
@@ -199,6 +207,7 @@ def quantize(
                       "gain_db": {name: _db(error) for name, error in choice.errors.items()},
                       "output_snr_db": {name: None if snr is None else round(snr, 2)
                                         for name, snr in choice.snr_db.items()}}
+        clock.lap("auto by output")
     scales = calibrated.group_scales
     missing = [p.value.name for p in placement.points if p.group not in scales]
     if missing:
@@ -232,6 +241,7 @@ def quantize(
     pins = fp32_pins(quantized, fp16_ranges, trt, types) if pin else Fp32Pins()
     if pin:
         fp32_nodes = pins.reasons
+    clock.lap("settle")
     kept = set(placement.observed_tensors())
     nested = _weighted_in_subgraphs(quantized)
     if nested:
@@ -282,6 +292,7 @@ def quantize(
         count = sum(1 for f in group.findings if f.severity.value == "warning")
         if count:
             lint_warnings[group.code] = count
+    clock.lap("lint")
     result = QuantizeResult(
         source=where, output=str(out_path) if out_path else None,
         report=str(report_path(out_path)) if out_path else None,
@@ -304,8 +315,29 @@ def quantize(
         with output_set(protected) as outputs:
             stage_model(outputs, quantized, out_path)
             outputs.stage_text(report_path(out_path), dumps_json(result.report_json()))
+        clock.lap("write")
     result.seconds = time.perf_counter() - start
+    result.phases = clock.phases
     return result
+
+
+class _Phases:
+    """Wall seconds per step of a run: each ``lap`` is the time since the one before."""
+
+    def __init__(self, start: float) -> None:
+        self.phases: dict[str, float] = {}
+        self._last = start
+
+    def lap(self, name: str) -> None:
+        now = time.perf_counter()
+        self.phases[name] = self.phases.get(name, 0.0) + now - self._last
+        self._last = now
+
+    def split(self, whole: str, part: str, seconds: float) -> None:
+        """Move ``seconds`` of ``whole`` into ``part``, listed before it."""
+        total = self.phases.pop(whole)
+        self.phases[part] = seconds
+        self.phases[whole] = total - seconds
 
 
 def _weighted_in_subgraphs(model: ir.Model) -> Counter[str]:

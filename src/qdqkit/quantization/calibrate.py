@@ -24,6 +24,7 @@
 
 from __future__ import annotations
 
+import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -90,6 +91,8 @@ class Calibrated:
     # Watched float tensors that held infinities or a NaN the model replaces (its own: an
     # attention mask of -inf, a softmax over a row masked whole).
     non_finite: tuple[str, ...] = ()
+    # Seconds spent building the onnxruntime session, before the first batch ran.
+    session_seconds: float = 0.0
 
     def result(self, group: str, method: str) -> TensorCalibration:
         """``group``'s calibration by ``method`` (computed once)."""
@@ -157,10 +160,12 @@ def calibrate_groups(
     # A watched tensor may hold infinities by design (an attention mask of -inf), or a NaN the
     # model replaces itself: its FP16 fate is judged by its finite values. A quantized one
     # needs a finite range for its scale, and any other NaN is an error naming the tensor.
+    built = time.perf_counter()
     runner = ActivationRunner(model, [*quantized, *watched], forwards=forwards,
                               ranges_only=watched if histogram else [*quantized, *watched],
                               threads=max(1, cores // runs) if runs > 1 else 0,
                               tolerant=watched)
+    built = time.perf_counter() - built
     observers = {name: TensorObserver(name, histogram=histogram and name in wanted)
                  for name in runner.observed}
     samples = count = 0
@@ -195,7 +200,7 @@ def calibrate_groups(
     non_finite = tuple(name for name, obs in observers.items() if obs.non_finite)
     return Calibrated(group_scales, records, ranges, tuple(sorted(skipped)),
                       runner.blocked_nodes, samples, count, kept, method, percentile, results,
-                      non_finite=non_finite)
+                      non_finite=non_finite, session_seconds=built)
 
 
 def _cores() -> int:

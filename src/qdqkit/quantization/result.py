@@ -55,6 +55,9 @@ class QuantizeResult:
     trtexec: str
     seconds: float
     warnings: list[str] = field(default_factory=list)
+    # Wall seconds per step (load, plan, calibration session and passes, settle, lint, write):
+    # in ``--json`` beside ``seconds``, never in the report file, which stays deterministic.
+    phases: dict[str, float] = field(default_factory=dict)
     model: ir.Model | None = field(default=None, repr=False)
     # The input shapes the engine was predicted at (``--shapes``, else the data's first batch);
     # None when the model fixes every dimension.
@@ -99,6 +102,7 @@ class QuantizeResult:
             },
             "trtexec": self.trtexec,
             "seconds": round(self.seconds, 3),
+            "phases": {name: round(value, 3) for name, value in self.phases.items()},
             "warnings": self.warnings,
         }
 
@@ -106,4 +110,5 @@ class QuantizeResult:
         """``OUT.quant.json``: as ``to_json`` without the run time, so the file is deterministic."""
         data = self.to_json()
         data.pop("seconds")
+        data.pop("phases")
         return data
