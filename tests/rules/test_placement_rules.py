@@ -135,6 +135,18 @@ def test_a_dla_output_written_in_int8_costs_no_reformat_of_its_own() -> None:
     assert standalone("gpu") and not standalone("dla")
 
 
+def test_a_dla_output_behind_an_elided_copy_costs_no_reformat_of_its_own() -> None:
+    # A TensorFlow export reshapes its last conv's output before the network output: the copy
+    # is elided, and the output still leaves DLA from the conv's layer (I6, E6).
+    g = GraphBuilder()
+    y = g.node("Relu", [g.conv(g.qdq(g.input("x", [1, 32, 8, 8])), 32, 32, name="c")])
+    flat = g.node("Reshape", [g.qdq(y, 0.1, name="c_out"),
+                              g.const(np.array([1, 2048], np.int64))])
+    g.output(g.qdq(flat, 0.1, name="out"))
+    found = lint(g.ir(), trt="10", target="dla").findings("QDQ407")
+    assert not [f.message for f in found if "out_DQ" in f.message], found
+
+
 def test_add_inputs_with_their_own_ranges_are_dlas_normal_case() -> None:
     # An INT8 Add whose inputs carry different scales rescales one input on the GPU (QDQ203);
     # DLA's implicit build gives every tensor its own range and scales each Add input itself.

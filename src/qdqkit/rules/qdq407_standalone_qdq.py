@@ -15,7 +15,8 @@ placement removes it. Nor the DQ of a residual skip that its writer writes in IN
 INT8 readers, when the block the skip's Add fused into writes float because only float math reads
 it: the end of a residual chain that runs into float math has one Reformat wherever the Q/DQ go
 (C4; ``LintContext.skip_needed_in_int8``). Nor, on DLA, the DQ of a network output written on
-DLA: leaving DLA's native format takes a Reformat at the output whatever its precision (I6, E6).
+DLA, directly or through copies: leaving DLA's native format takes a Reformat at the output
+whatever its precision (I6, E6).
 """
 
 from __future__ import annotations
@@ -77,14 +78,34 @@ def check(ctx: LintContext, earlier: Sequence[Finding]) -> Iterator[Finding]:
 
 
 def _dla_output(ctx: LintContext, dq: ir.Node) -> bool:
-    """The third exception of the module docstring."""
+    """The third exception of the module docstring (through copies TensorRT elides, such as
+    the Reshape a TensorFlow export puts between its last conv and the output)."""
+    from qdqkit.trt.predict.ops import DATA_MOVEMENT
+
     if ctx.prediction.target != "dla" or not dq.outputs[0].is_graph_output():
         return False
     q = ctx.view.quantize_of(dq)
     source = q.inputs[0] if q is not None else None
     writer = source.producer() if source is not None else None
     layer = ctx.prediction.layer_of(writer) if writer is not None else None
+    for _ in range(8):
+        if layer is not None or writer is None or writer.op_type not in DATA_MOVEMENT:
+            break
+        source = _copied(ctx, writer.inputs[0] if writer.inputs else None)
+        writer = source.producer() if source is not None else None
+        layer = ctx.prediction.layer_of(writer) if writer is not None else None
     return layer is not None and layer.device == "DLA"
+
+
+def _copied(ctx: LintContext, value: ir.Value | None) -> ir.Value | None:
+    """What a copy copies: ``value``, or the tensor a Q/DQ pair in front of it dequantizes."""
+    from qdqkit.core.qdq import is_dequantize
+
+    producer = value.producer() if value is not None else None
+    if producer is not None and is_dequantize(producer):
+        q = ctx.view.quantize_of(producer)
+        return q.inputs[0] if q is not None and q.inputs else None
+    return value
 
 
 def _skip_at_chain_end(ctx: LintContext, dq: ir.Node) -> bool:
