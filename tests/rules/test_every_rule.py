@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import onnx
 import onnx_ir as ir
 import pytest
 
@@ -628,3 +629,24 @@ def test_an_int32_batchnorm_bias_is_a_quantized_bias_and_fix_floats_it() -> None
     assert not [n for n in fixed.graph if n.op_type == "DequantizeLinear"
                 and n.inputs[0] is not None and n.inputs[0].dtype == ir.DataType.INT32]
     assert not set(lint(fixed).codes()) & {"QDQ409", "QDQ410"}
+
+
+def test_onnxruntime_contrib_qlinear_ops_are_integer_operators() -> None:
+    # QOperator output of onnxruntime's quantizer: QLinearConv (standard) beside contrib ops
+    # (com.microsoft QLinearLeakyRelu, QLinearGlobalAveragePool) TensorRT's parser has no
+    # importer for either; every one is named, not the standard ones only.
+    g = GraphBuilder()
+    g.use_domain("com.microsoft", 1)
+    x = g.input("x", [1, 4, 8, 8])
+    q = g.qdq(x, 0.05, name="in")
+    scale, zero = g.const(np.array(0.05, np.float32)), g.const(np.array(0, np.int8))
+    quantized = g.node("QuantizeLinear", [q, scale, zero], name="q_act")
+    g.nodes.append(onnx.helper.make_node(
+        "QLinearLeakyRelu", [quantized, scale, zero, scale, zero], ["leaky"], name="leaky",
+        domain="com.microsoft", alpha=0.1))
+    g.nodes.append(onnx.helper.make_node(
+        "QLinearGlobalAveragePool", ["leaky", scale, zero, scale, zero], ["pooled"],
+        name="pool", domain="com.microsoft", channels_last=0))
+    g.output(g.node("DequantizeLinear", ["pooled", scale, zero], name="dq_out"))
+    named = {f.nodes[0] for f in lint(g.ir()).findings("QDQ506")}
+    assert named == {"leaky", "pool"}

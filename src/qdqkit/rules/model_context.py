@@ -86,6 +86,10 @@ class LintContext:
                 plugins.append(node)
         return by_op, plugins
 
+    def op_types(self) -> list[str]:
+        """The op types the graph holds (any domain), in first-seen order."""
+        return list(self._node_index[0])
+
     def nodes_of(self, *op_types: str) -> list[ir.Node]:
         """The nodes of those op types (any domain), in graph order."""
         by_op = self._node_index[0]

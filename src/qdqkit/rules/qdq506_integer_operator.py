@@ -1,4 +1,11 @@
-"""QDQ506: operator-format quantization (QLinearConv, ConvInteger, ...), which the parser rejects (A7)."""
+"""QDQ506: operator-format quantization (QLinearConv, ConvInteger, ...), which the parser rejects (A7).
+
+Every op whose type starts with ``QLinear`` (the standard QLinearConv and QLinearMatMul, and
+onnxruntime's contrib QLinearAdd, QLinearLeakyRelu, QLinearGlobalAveragePool...), the integer
+ops (ConvInteger, MatMulInteger) and onnxruntime's other quantized kernels (QGemm,
+DynamicQuantizeMatMul, MatMulIntegerToFloat, QAttention), in any domain: TensorRT's parser
+imports quantization only as QuantizeLinear/DequantizeLinear pairs.
+"""
 
 from __future__ import annotations
 
@@ -21,7 +28,9 @@ RULES = (
         fixable=False,
         rule_id="A7",
         how_it_checks=(
-            "A node with op type QLinearConv, QLinearMatMul, ConvInteger or MatMulInteger."
+            "A node whose op type starts with QLinear (QLinearConv, QLinearMatMul, contrib "
+            "QLinearAdd, QLinearLeakyRelu...), or is ConvInteger, MatMulInteger, QGemm, "
+            "DynamicQuantizeMatMul, MatMulIntegerToFloat or QAttention."
         ),
     ),
 )
@@ -29,13 +38,14 @@ RULES = (
 fix: Fix | None = None
 
 
-_INTEGER_OPS = frozenset({"QLinearConv", "QLinearMatMul", "ConvInteger", "MatMulInteger",
-                          "QLinearAdd", "QLinearMul", "QLinearConcat"})
+_INTEGER_OPS = frozenset({"ConvInteger", "MatMulInteger", "QGemm", "DynamicQuantizeMatMul",
+                          "MatMulIntegerToFloat", "QAttention"})
 
 
 def check(ctx: LintContext) -> Iterator[Finding]:
     from qdqkit.core.qdq import node_label
 
-    for node in ctx.nodes_of(*_INTEGER_OPS):
+    found = [op for op in ctx.op_types() if op.startswith("QLinear") or op in _INTEGER_OPS]
+    for node in ctx.nodes_of(*found):
         yield ctx.finding("QDQ506", f"{node.op_type} '{node_label(node)}'",
                           nodes=[node_label(node)], cost="the ONNX parser rejects the model")
