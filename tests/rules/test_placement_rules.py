@@ -119,6 +119,24 @@ def test_a_q_after_float_math_through_copies_is_not_stray() -> None:
     assert "QDQ407" not in _codes(_q_through_copies("Erf"))
 
 
+def test_a_q_after_a_layernorm_that_a_shape_reads_too_is_not_stray() -> None:
+    # A pre-LayerNorm transformer (ViT, Whisper): the LayerNorm output feeds the projections
+    # through one Q, and the attention reads its shape (Shape nodes on the DQ's output, as
+    # trt.placement writes them). The Shape reads no value: the Q is still the projections' own.
+    g = GraphBuilder()
+    x = g.input("x", [1, 64, 256])
+    normed = g.node("LayerNormalization", [x, g.const(np.ones(256, np.float32)),
+                                           g.const(np.zeros(256, np.float32))], axis=-1)
+    dq = g.qdq(normed, 0.05, name="ln")
+    g.node("Shape", [dq], out="ln_shape")
+    g.output("ln_shape")
+    for name in ("q_proj", "k_proj", "v_proj"):
+        weight = g.qdq(g.const(g.rng.normal(0, 0.05, (256, 256)).astype(np.float32)), 0.001,
+                       name=f"{name}_w")
+        g.output(g.node("MatMul", [dq, weight], name=name))
+    assert "QDQ407" not in _codes(g, "11")
+
+
 def test_a_dla_output_written_in_int8_costs_no_reformat_of_its_own() -> None:
     # On the GPU the output's DQ is a Reformat the Q/DQ add; on DLA the output leaves DLA's
     # native format through a Reformat whatever its precision (I6, E6), so QDQ407 stays quiet.

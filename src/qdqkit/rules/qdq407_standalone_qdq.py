@@ -131,7 +131,7 @@ def _weighted_input_after_float_math(ctx: LintContext, q: ir.Node) -> bool:
     from qdqkit.core.qdq import is_dequantize, node_label
     from qdqkit.trt.engine import Precision
     from qdqkit.trt.placement import precision_sensitive, runs_float
-    from qdqkit.trt.predict.ops import DATA_MOVEMENT
+    from qdqkit.trt.predict.ops import DATA_MOVEMENT, SHAPE_OPS
 
     facts = ctx.prediction.facts
     x = q.inputs[0]
@@ -152,7 +152,9 @@ def _weighted_input_after_float_math(ctx: LintContext, q: ir.Node) -> bool:
     dqs = [u.node for u in q.outputs[0].uses()]
     if not dqs or not all(is_dequantize(dq) and not dq.outputs[0].is_graph_output() for dq in dqs):
         return False
-    readers = [(u.node, dq.outputs[0]) for dq in dqs for u in dq.outputs[0].uses()]
+    # A Shape reads only the shape: it may read the DQ's output too (trt.placement does so).
+    readers = [(u.node, dq.outputs[0]) for dq in dqs for u in dq.outputs[0].uses()
+               if u.node.op_type not in SHAPE_OPS]
     for reader, value in readers:
         if reader.op_type == "Pad" and len(list(reader.outputs[0].uses())) == 1:
             value = reader.outputs[0]
