@@ -3,7 +3,8 @@
 Runs last: it receives every other finding and reports only the predicted Q/DQ Reformats none of
 them names, so each Reformat is explained once, by its most specific rule.
 
-Not reported: the Q in front of weighted ops that run INT8, read by nothing else, whose producer
+Not reported: the Q in front of weighted ops that run INT8, read by nothing else (a Shape reads
+no value and does not count), whose producer
 computes math INT8 cannot carry (Tanh, Erf, Exp...; C17) or has no INT8 form at all (an LSTM,
 a Softmax: ``trt.placement.runs_float``), or holds a weighted op the model records
 as kept float on purpose (``core.kept_float``: ``quantize`` found its own Q would not pay),
