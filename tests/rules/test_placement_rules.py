@@ -219,3 +219,14 @@ def test_a_float_conv_writing_into_a_standalone_q_is_reported() -> None:
 
     assert "QDQ102" in _codes(model(reader_int8=True))
     assert "QDQ102" not in _codes(model(reader_int8=False))
+
+
+def test_a_qdq_on_a_dla_gpu_boundary_is_not_a_reformat_of_its_own() -> None:
+    # An SVTR recognizer on DLA: its attention MatMuls of two activations fall back to the GPU
+    # between projections on DLA. Leaving DLA and coming back takes a Reformat each way whatever
+    # the precisions (E6, counted by QDQ505), so the Q/DQ there add none: QDQ407 stays quiet.
+    from qdqkit.quantization import quantize
+    from tests.quantization.float_models import svtr
+
+    result = quantize(svtr().proto(), "random", target="dla", calib_limit=2)
+    assert "QDQ505" in result.lint_warnings and "QDQ407" not in result.lint_warnings

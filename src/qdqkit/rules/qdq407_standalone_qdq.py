@@ -17,7 +17,10 @@ INT8 readers, when the block the skip's Add fused into writes float because only
 it: the end of a residual chain that runs into float math has one Reformat wherever the Q/DQ go
 (C4; ``LintContext.skip_needed_in_int8``). Nor, on DLA, the DQ of a network output written on
 DLA, directly or through copies: leaving DLA's native format takes a Reformat at the output
-whatever its precision (I6, E6).
+whatever its precision (I6, E6). Nor, on DLA, a Q/DQ between a layer on one device and readers
+all on the other (an attention MatMul of two activations that falls back to the GPU between
+projections on DLA): the boundary takes a Reformat whatever the precisions, and QDQ505 already
+counts it (E6).
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ if TYPE_CHECKING:
     import onnx_ir as ir
 
     from qdqkit.rules.model_context import LintContext
+    from qdqkit.trt.engine import EngineLayer
 
 RULES = (
     Rule(
@@ -62,8 +66,10 @@ def check(ctx: LintContext, earlier: Sequence[Finding]) -> Iterator[Finding]:
     named = {node for finding in earlier for node in finding.nodes}
     quantizers = {node_label(q): q for q in ctx.view.quantize_nodes}
     dequantizers = {node_label(d): d for d in ctx.view.dequantize_nodes}
+    boundary = _device_boundaries(ctx) if ctx.prediction.target == "dla" else set()
     for layer in ctx.prediction.engine.layers:
-        if layer.origin != "QDQ" or any(n in named for n in layer.onnx_nodes):
+        if (layer.origin != "QDQ" or any(n in named for n in layer.onnx_nodes)
+                or id(layer) in boundary):
             continue
         only = quantizers.get(layer.onnx_nodes[0]) if len(layer.onnx_nodes) == 1 else None
         if only is not None and _weighted_input_after_float_math(ctx, only):
@@ -76,6 +82,28 @@ def check(ctx: LintContext, earlier: Sequence[Finding]) -> Iterator[Finding]:
                           tensors=[t.name for t in layer.inputs],
                           cost=f"+1 Reformat layer ({layer.input_precision} -> "
                           f"{layer.output_precision})")
+
+
+def _device_boundaries(ctx: LintContext) -> set[int]:
+    """The fourth exception of the module docstring: Q/DQ Reformats (by ``id``) between a layer
+    on one device and readers all on the other, found in one pass over the predicted layers."""
+    layers = ctx.prediction.engine.layers
+    writer: dict[str, EngineLayer] = {}
+    readers: dict[str, list[EngineLayer]] = {}
+    for layer in layers:
+        for tensor in layer.outputs:
+            writer.setdefault(tensor.name, layer)
+        for tensor in layer.inputs:
+            readers.setdefault(tensor.name, []).append(layer)
+    found: set[int] = set()
+    for layer in layers:
+        if layer.origin != "QDQ" or not layer.inputs or not layer.outputs:
+            continue
+        source = writer.get(layer.inputs[0].name)
+        sinks = readers.get(layer.outputs[0].name, [])
+        if source is not None and sinks and all(s.device != source.device for s in sinks):
+            found.add(id(layer))
+    return found
 
 
 def _dla_output(ctx: LintContext, dq: ir.Node) -> bool:
