@@ -197,6 +197,19 @@ def test_real_quantized_fixtures_are_lint_clean_after_fix(name: str) -> None:
     assert _snr(path, result.model, [_feeds(model, s) for s in range(2)]) >= 30.0
 
 
+def test_repairs_leave_no_initializer_nothing_reads() -> None:
+    # The scales and zero points of the Q/DQ a repair removes go with them: onnxruntime warns
+    # once for each unread initializer when it loads a model. One the input left unread stays.
+    model = ir.load(producers.FIXTURES / "translate" / "ultraface_ort_qdq.onnx")
+    spare = ir.Value(name="spare_constant", const_value=ir.tensor(np.ones(3, np.float32)))
+    model.graph.register_initializer(spare)
+    result = fix(model)
+    assert result.model is not None and result.actions
+    unread = [name for name, value in result.model.graph.initializers.items()
+              if not value.uses() and not value.is_graph_output()]
+    assert unread == ["spare_constant"]
+
+
 def test_selected_rules_only_and_unfixable_rule_refused() -> None:
     model = producers.nncf()
     result = fix(model, rules=["QDQ203"])

@@ -631,6 +631,34 @@ def test_an_int32_batchnorm_bias_is_a_quantized_bias_and_fix_floats_it() -> None
     assert not set(lint(fixed).codes()) & {"QDQ409", "QDQ410"}
 
 
+def test_an_int32_bias_shared_through_identities_goes_float_for_every_reader() -> None:
+    # A PyTorch export shares one initializer among equal biases through Identity nodes, and
+    # onnxruntime dequantizes the conv's bias in place: the Identities then read an int32 DQ,
+    # which TensorRT cannot build (QDQ410). The bias goes float for them too, same values.
+    from qdqkit.examples.graph import run_model
+    from qdqkit.fixing import fix
+
+    g = GraphBuilder(seed=0)
+    x = g.input("x", [1, 8, 8, 8])
+    weight = g.qdq(g.const(g.rng.normal(0, 0.1, (8, 8, 3, 3)).astype(np.float32)), 0.001,
+                   name="w")
+    bias = g.dequantize(g.const(np.arange(8, dtype=np.int32), "conv.bias_int32"),
+                        np.full(8, 1e-3, np.float32), np.zeros(8, np.int32),
+                        zp_dtype=np.int32, axis=0, name="bias_DQ")
+    y = g.node("Conv", [g.qdq(x, name="in"), weight, bias], pads=[1, 1, 1, 1], name="conv")
+    shared = g.node("Identity", [bias], name="shared_bias")
+    g.output(g.node("Add", [g.node("ReduceMean", [y], axes=[2, 3], keepdims=0), g.node(
+        "Unsqueeze", [shared, g.const(np.array([0], np.int64))])], name="out"))
+    assert "QDQ410" in Model(g).codes()
+    fixed = fix(g.ir(), rules=["QDQ409"]).model  # the bias alone: the values stay exact
+    assert fixed is not None and "QDQ410" not in lint(fixed).codes()
+    assert not [n for n in fixed.graph if n.op_type == "DequantizeLinear"
+                and n.inputs[0] is not None and n.inputs[0].dtype == ir.DataType.INT32]
+    feeds = {"x": g.rng.normal(size=(1, 8, 8, 8)).astype(np.float32)}
+    np.testing.assert_allclose(run_model(fixed, feeds)[0], run_model(g.ir(), feeds)[0],
+                               rtol=1e-5, atol=1e-6)
+
+
 def test_onnxruntime_contrib_qlinear_ops_are_integer_operators() -> None:
     # QOperator output of onnxruntime's quantizer: QLinearConv (standard) beside contrib ops
     # (com.microsoft QLinearLeakyRelu, QLinearGlobalAveragePool) TensorRT's parser has no

@@ -7,7 +7,10 @@ Rules:
    initializer holding the dequantized values instead; the DQ (and its Q) go once nothing else
    reads them.
 2. TensorRT quantizes nothing but weights and activations: it computes biases in float anyway.
-3. ``nodes`` (node names, as findings give them) limits the rewrite to those layers.
+3. An int32 DQ is one TensorRT cannot build at all (A6), so every reader of its output takes the
+   float values: a PyTorch export shares one initializer among equal biases through Identity
+   nodes, and onnxruntime then dequantizes the conv's bias for all of them.
+4. ``nodes`` (node names, as findings give them) limits the rewrite to those layers.
 """
 
 from __future__ import annotations
@@ -44,7 +47,18 @@ class DequantizeBias(ir.passes.InPlacePass):
                 continue
             floating = new_constant(f"{bias.name}_float" if bias.name else None, array)
             graph.register_initializer(floating)
-            node.replace_input_with(2, floating)
+            if _int32(dq) and not bias.is_graph_output():
+                bias.replace_all_uses_with(floating)  # rule 3
+            else:
+                node.replace_input_with(2, floating)
             remove_unused(graph, dq)
             self.changes.append(f"bias of '{node_label(node)}' back to float")
         return ir.passes.PassResult(model, modified=bool(self.changes))
+
+
+def _int32(dq: ir.Node) -> bool:
+    source = dq.inputs[0]
+    dtype = source.dtype if source is not None else None
+    if dtype is None and source is not None and source.const_value is not None:
+        dtype = source.const_value.dtype
+    return dtype == ir.DataType.INT32
