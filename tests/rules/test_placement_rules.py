@@ -230,3 +230,24 @@ def test_a_qdq_on_a_dla_gpu_boundary_is_not_a_reformat_of_its_own() -> None:
 
     result = quantize(svtr().proto(), "random", target="dla", calib_limit=2)
     assert "QDQ505" in result.lint_warnings and "QDQ407" not in result.lint_warnings
+
+
+def test_a_q_after_a_padded_window_partition_of_a_layernorm_is_not_stray() -> None:
+    # Swin: LayerNorm -> Pad (by amounts the graph computes) -> Reshape/Transpose windows ->
+    # the projections' Q. A Pad copies like the Reshapes (and Shapes reading it read no value),
+    # so the Q is still the one after float math that nothing before it can absorb.
+    g = GraphBuilder()
+    x = g.input("x", [1, 64, 256])
+    normed = g.node("LayerNormalization", [x, g.const(np.ones(256, np.float32)),
+                                           g.const(np.zeros(256, np.float32))], axis=-1)
+    grid = g.node("Reshape", [normed, g.const(np.array([1, 8, 8, 256], np.int64))])
+    pads = g.node("Concat", [g.const(np.zeros(4, np.int64)), g.node("Shape", [grid], start=3)],
+                  axis=0)
+    padded = g.node("Pad", [grid, g.node("Mul", [pads, g.const(np.array(0, np.int64))])])
+    windows = g.node("Reshape", [padded, g.node("Shape", [padded])])
+    flat = g.node("Reshape", [windows, g.const(np.array([1, 64, 256], np.int64))])
+    dq = g.qdq(flat, 0.05, name="win")
+    weight = g.qdq(g.const(g.rng.normal(0, 0.05, (256, 256)).astype(np.float32)), 0.001,
+                   name="qkv_w")
+    g.output(g.node("MatMul", [dq, weight], name="qkv"))
+    assert "QDQ407" not in _codes(g, "11")

@@ -277,6 +277,27 @@ def test_a_zero_pad_and_a_copy_after_a_network_input_run_int8_behind_its_q() -> 
     assert _placement_warnings(result) == {} and result.engine.reformats == 1
 
 
+def test_no_qdq_for_shapes_alone_after_a_float_layer() -> None:
+    # A Swin window partition: a Pad TensorRT runs float, whose output a Reshape copies to the
+    # next conv and Shapes read to size the copy. The conv's Q goes after the copy; a Q on the
+    # Pad's output for the Shapes alone would be a standalone Reformat for no value at all
+    # (after an INT8 layer such a Q is what makes it write INT8, and stays: the PP-OCR angle
+    # classifier's pool before its flatten and MatMul).
+    from tests.quantization.float_models import GraphBuilder
+
+    g = GraphBuilder("window", seed=0)
+    y = g.node("Relu", [g.conv(g.input("x", [1, 16, 16, 16]), 16, 16, weight="float",
+                               name="c1")])
+    padded = g.node("Pad", [y, g.const(np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64))],
+                    mode="reflect", out="padded")
+    copied = g.node("Reshape", [padded, g.node("Shape", [padded])], out="copied")
+    g.node("Relu", [g.conv(copied, 16, 16, weight="float", name="c2")], out="out")
+    g.output("out", [1, 16, 18, 18])
+    placement = plan_placement(g.ir())
+    assert "copied" in {p.value.name for p in placement.points}
+    assert "padded" not in {p.value.name for p in placement.points}
+
+
 def test_exclude_by_op_type_and_glob() -> None:
     model = resnet().ir()
     by_type = plan_placement(model, exclude=["Gemm"])

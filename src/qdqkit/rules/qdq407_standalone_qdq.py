@@ -165,11 +165,16 @@ def _weighted_input_after_float_math(ctx: LintContext, q: ir.Node) -> bool:
     facts = ctx.prediction.facts
     x = q.inputs[0]
     producer = x.producer() if x is not None else None
+    # A Pad copies too (a Swin window partition pads by amounts computed from the input's
+    # shape): a Q after it is no more absorbable than one after a Reshape.
+    copies = DATA_MOVEMENT | {"Pad"}
     for _ in range(8):  # TensorRT moves a Q back across copies (B1, B3): judge what they copy
-        if producer is None or producer.op_type not in DATA_MOVEMENT or not producer.inputs:
+        if producer is None or producer.op_type not in copies or not producer.inputs:
             break
         source = producer.inputs[0]
-        if source is None or len(list(source.uses())) != 1:
+        # A Shape reads no value: a copy that Shapes read too is still the only reader.
+        if source is None or sum(1 for u in source.uses()
+                                 if u.node.op_type not in SHAPE_OPS) != 1:
             break
         producer = source.producer()
     block = ctx.prediction.block_of(producer) if producer is not None else None

@@ -207,12 +207,19 @@ def plan_placement(
     residuals = {} if target == "dla" else {
         add: skip for add, (owner, skip) in facts.residual_owners.items()
         if owner in quantized and add not in blocked}
-    _pass_through(facts, blocked, qreaders, groups, int8_ops, residuals, quantized)
+    block_of = _pass_through(facts, blocked, qreaders, groups, int8_ops, residuals, quantized)
+    int8_writers = {*quantized, *int8_ops}
     if target == "dla":
         _copies_share_scales(facts, blocked, qreaders, groups)
     points: list[QuantPoint] = []
     members: dict[str, dict[ir.Value, None]] = {}
     for value, readers in qreaders.items():
+        if target != "dla" and all(r.op_type in SHAPE_OPS for r in readers) and not _int8_written(
+                value, block_of, int8_writers):
+            # Shapes read no value: a Q for them alone fuses only into an INT8 layer writing
+            # the tensor (which then carries INT8 through the copies after it); after a float
+            # layer it would be a Reformat for nothing.
+            continue
         root = groups.find(value)
         key = root.name or ""
         # One Q per tensor, shared by all of its INT8 readers (B7).
@@ -235,6 +242,16 @@ def plan_placement(
         if (root.name or "") in members:
             members[root.name or ""][value] = None
     return Placement(points, {k: list(v) for k, v in members.items()}, weighted, int8_ops, target)
+
+
+def _int8_written(value: ir.Value, block_of: Mapping[ir.Node, Block],
+                  int8_writers: AbstractSet[ir.Node]) -> bool:
+    """Whether the layer writing ``value`` runs INT8 in the plan (its block holds a quantized
+    weighted op or an INT8 pool, pointwise or commuting op)."""
+    producer = value.producer()
+    block = block_of.get(producer) if producer is not None else None
+    nodes = block.nodes if block is not None else ([producer] if producer is not None else [])
+    return any(node in int8_writers for node in nodes)
 
 
 def _decide_weighted(
@@ -537,9 +554,10 @@ def _pass_through(
     int8_ops: list[ir.Node],
     residuals: Mapping[ir.Node, ir.Value],
     quantized: AbstractSet[ir.Node],
-) -> None:
+) -> Mapping[ir.Node, Block]:
     """Steps 2 and 3 of the module docstring, in reverse topological order (readers decided
-    first); ``quantized`` are the weighted ops step 1 quantized."""
+    first); ``quantized`` are the weighted ops step 1 quantized. Returns the fused block of each
+    node."""
     passing: dict[ir.Value, set[ir.Node]] = {}
     blocks, block_of = form_blocks(facts)
     pointwise_last = _int8_pointwise_blocks(facts, blocked, blocks, block_of)
@@ -631,6 +649,7 @@ def _pass_through(
             for node in sorted(passing[value], key=lambda n: facts.order[n]):
                 qreaders.setdefault(value, {})[node] = None
     int8_ops.reverse()
+    return block_of
 
 
 def _through_input_casts(value: ir.Value) -> ir.Value:
