@@ -36,6 +36,7 @@ from qdqkit.core.atomic import output_set
 from qdqkit.core.data import DataRequest, DataSource
 from qdqkit.core.errors import QdqkitError
 from qdqkit.core.gc_pause import paused_cyclic_gc
+from qdqkit.core.initializers import drop_orphaned, unread_initializers
 from qdqkit.core.kept_float import kept_float, record_kept_float
 from qdqkit.core.model_io import load_model, stage_model
 from qdqkit.core.qdq import WEIGHTED_OPS, QdqView, is_qdq, node_label
@@ -113,8 +114,7 @@ def _fix(
     fixers = _fixers(rules)
     where, working, source_path = _load(model)
     # Initializers the model leaves unread stay as they are; the ones repairs orphan go.
-    unread_before = {name for name, value in working.graph.initializers.items()
-                     if not _read(value)}
+    unread_before = unread_initializers(working.graph)
     if shapes:  # checked now, not only once a round comes to weigh Reformats
         from qdqkit.core.shape_spec import check_shapes, declared_dims
 
@@ -217,7 +217,7 @@ def _fix(
     if prepared or judged_changes or any(a.changes for a in actions):
         # New scales and weights are initializers that are not graph inputs: IR version 4 on.
         working.ir_version = max(working.ir_version or 0, _MIN_IR_VERSION)
-        _drop_orphaned(working, unread_before)
+        drop_orphaned(working.graph, unread_before)  # the removed Q/DQ's scales and zero points
     left = fixers_of(current, fixers)
     unfixed = [Unfixed(f.code, f.message, _why_left(f, notes)) for f in left]
     result = FixResult(
@@ -251,19 +251,6 @@ def _check(model: ir.Model, trt: str, target: str, before: RoundTypes | None = N
     prediction = run_prediction(model, trt=trt, target=target, types=types)
     return (check_prediction(prediction, "", kept=kept_float(model)),
             RoundTypes.of(model, prediction.facts.types), prediction.facts.view)
-
-
-def _read(value: ir.Value) -> bool:
-    return bool(value.uses()) or value.is_graph_output() or value.is_graph_input()
-
-
-def _drop_orphaned(model: ir.Model, unread_before: set[str]) -> None:
-    """Remove the initializers nothing reads any more (the scales and zero points of the Q/DQ
-    the repairs removed): onnxruntime warns once for each such initializer when it loads the
-    model. Those the input already left unread are kept."""
-    initializers = model.graph.initializers
-    for name in [n for n, v in initializers.items() if n not in unread_before and not _read(v)]:
-        initializers.pop(name)
 
 
 def _why_left(finding: Finding, notes: Mapping[str, str]) -> str:

@@ -28,6 +28,7 @@ from qdqkit.core.data import CalibrationData, DataSource, open_data
 from qdqkit.core.errors import QdqkitError
 from qdqkit.core.host_ops import HostForward
 from qdqkit.core.images import Preprocess
+from qdqkit.core.initializers import drop_orphaned, unread_initializers
 from qdqkit.core.kept_float import FP32_KEY, record_kept_float
 from qdqkit.core.model_io import load_model, stage_model
 from qdqkit.core.progress import Progress
@@ -450,6 +451,7 @@ def _normalized(proto: onnx.ModelProto) -> onnx.ModelProto:
     from qdqkit.passes.fold_weight_path import FoldWeightReshapeTranspose
 
     model = ir.from_proto(proto)
+    unread_before = unread_initializers(model.graph)
     moved = ConstantsToInitializers()(model).modified
     folded = FoldWeightReshapeTranspose()(model).modified
     folded = FoldComputedWeights()(model).modified or folded
@@ -457,6 +459,7 @@ def _normalized(proto: onnx.ModelProto) -> onnx.ModelProto:
     folded = FoldChannelAffineIntoConv()(model).modified or folded
     if moved or folded:
         model.ir_version = max(model.ir_version or 0, 7)
+        drop_orphaned(model.graph, unread_before)  # the folded BatchNormalizations' parameters
         return ir.serde.serialize_model(model)
     return proto
 
