@@ -251,3 +251,24 @@ def test_a_q_after_a_padded_window_partition_of_a_layernorm_is_not_stray() -> No
                    name="qkv_w")
     g.output(g.node("MatMul", [dq, weight], name="qkv"))
     assert "QDQ407" not in _codes(g, "11")
+
+
+def test_a_q_after_a_rolled_layernorm_output_is_not_stray() -> None:
+    # Swin's shifted windows: torch.roll exports as two Slices of one tensor and a Concat, a
+    # copy of the LayerNorm output like a Transpose is. The projections' Q after it is still
+    # the one after float math that nothing before it can absorb.
+    g = GraphBuilder()
+    x = g.input("x", [1, 64, 256])
+    normed = g.node("LayerNormalization", [x, g.const(np.ones(256, np.float32)),
+                                           g.const(np.zeros(256, np.float32))], axis=-1)
+
+    def piece(start: int, end: int) -> str:
+        return g.node("Slice", [normed, g.const(np.array([start], np.int64)),
+                                g.const(np.array([end], np.int64)),
+                                g.const(np.array([1], np.int64))])
+
+    rolled = g.node("Concat", [piece(60, 64), piece(0, 60)], axis=1)
+    weight = g.qdq(g.const(g.rng.normal(0, 0.05, (256, 256)).astype(np.float32)), 0.001,
+                   name="qkv_w")
+    g.output(g.node("MatMul", [g.qdq(rolled, 0.05, name="rolled"), weight], name="qkv"))
+    assert "QDQ407" not in _codes(g, "11")

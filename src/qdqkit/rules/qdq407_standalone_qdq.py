@@ -9,7 +9,8 @@ computes math INT8 cannot carry (Tanh, Erf, Exp...; C17) or has no INT8 form at 
 a Softmax: ``trt.placement.runs_float``), or holds a weighted op the model records
 as kept float on purpose (``core.kept_float``: ``quantize`` found its own Q would not pay),
 directly or through single-reader
-copies (Reshape, Transpose: TensorRT moves the Q back onto that math, B1, B3). The ops need that
+copies (Reshape, Transpose, Pad, a roll written as Slices and a Concat: TensorRT moves the Q
+back onto that math, B1, B3). The ops need that
 Q (D1) and nothing before it can absorb it, like a network input's (B8): the placement policy
 places it there on purpose, weighing the Reformat against the ops' INT8 (C15, C20, E1), so no
 placement removes it. Nor the DQ of a residual skip that its writer writes in INT8 for other
@@ -106,6 +107,24 @@ def _device_boundaries(ctx: LintContext) -> set[int]:
     return found
 
 
+def _rolled(concat: ir.Node, shape_ops: frozenset[str]) -> ir.Value | None:
+    """The tensor a Concat of its own slices copies (``torch.roll``, as a Swin's shifted windows
+    export it: Slice + Slice + Concat), when nothing else reads that tensor or the slices; else
+    None."""
+    if concat.op_type != "Concat" or len(concat.inputs) < 2:
+        return None
+    slices = [v.producer() if v is not None else None for v in concat.inputs]
+    sources = {s.inputs[0] for s in slices
+               if s is not None and s.op_type == "Slice" and s.inputs}
+    if len(sources) != 1 or any(s is None or s.op_type != "Slice" for s in slices):
+        return None
+    source = next(iter(sources))
+    if source is None or any(len(list(v.uses())) != 1 for v in concat.inputs if v is not None):
+        return None
+    readers = {u.node for u in source.uses() if u.node.op_type not in shape_ops}
+    return source if readers == set(slices) else None
+
+
 def _dla_output(ctx: LintContext, dq: ir.Node) -> bool:
     """The third exception of the module docstring (through copies TensorRT elides, such as
     the Reshape a TensorFlow export puts between its last conv and the output)."""
@@ -169,6 +188,10 @@ def _weighted_input_after_float_math(ctx: LintContext, q: ir.Node) -> bool:
     # shape): a Q after it is no more absorbable than one after a Reshape.
     copies = DATA_MOVEMENT | {"Pad"}
     for _ in range(8):  # TensorRT moves a Q back across copies (B1, B3): judge what they copy
+        rolled = _rolled(producer, SHAPE_OPS) if producer is not None else None
+        if rolled is not None:
+            producer = rolled.producer()
+            continue
         if producer is None or producer.op_type not in copies or not producer.inputs:
             break
         source = producer.inputs[0]
