@@ -372,6 +372,13 @@ def _dla_friendly() -> Model:
     return Model(g, {"target": "dla"})
 
 
+def _dla_dynamic_input() -> Model:
+    g = GraphBuilder()
+    y = g.node("Relu", [g.conv(g.qdq(g.input("x", ["N", 32, 8, 8])), 32, 32)])
+    g.output(y)
+    return Model(g, {"target": "dla"})
+
+
 def _integer_op(integer: bool) -> Model:
     g = GraphBuilder()
     a, b = g.input("a", [2, 2]), g.input("b", [2, 2])
@@ -467,6 +474,7 @@ TRIGGER_AND_CLEAN: dict[str, tuple[Callable[[], Subject], Callable[[], Subject]]
     "QDQ504": (lambda: _float_tail(target="dla"), lambda: _float_tail()),
     "QDQ505": (lambda: _float_tail(target="dla"), _dla_friendly),
     "QDQ506": (lambda: _integer_op(True), lambda: _integer_op(False)),
+    "QDQ510": (_dla_dynamic_input, _dla_friendly),
     "QDQ601": (lambda: _engine(names_only=True), lambda: _engine()),
     "QDQ602": (lambda: _engine(unmatched=True), lambda: _engine()),
     "QDQ603": (lambda: _engine(tail=Precision.FP32), lambda: _engine(tail=F16)),

@@ -207,6 +207,28 @@ def test_dla_places_supported_layers_and_reports_gpu_fallback() -> None:
     assert any(layer.origin == "layout" for layer in engine.layers)
 
 
+def _dla_stack(shape: list[int | str], inner: list[int | str] | None = None) -> ir.Model:
+    """Conv -> Relu -> Conv on ``shape``; ``inner`` declares the Relu output's shape."""
+    g = GraphBuilder()
+    y = g.node("Relu", [g.conv(g.qdq(g.input("x", shape)), 32, 32, name="conv")], name="relu")
+    g.output(g.conv(g.qdq(y), 32, 32, name="conv2"))
+    model = g.proto()
+    if inner is not None:
+        model.graph.value_info.append(onnx.helper.make_tensor_value_info(y, 1, inner))
+    return ir.serde.deserialize_model(model)
+
+
+def test_dla_takes_dimensions_that_follow_from_dynamic_inputs_as_fixed_by_the_build() -> None:
+    # DLA builds one shape (min = opt = max, I5): a dynamic input's dimensions, and those that
+    # follow from them, are what --shapes fixes, not a dynamic shape at each layer.
+    dynamic = predict_engine(_dla_stack(["N", 32, "H", "W"]), target="dla")
+    assert {layer.device for layer in dynamic.layers} == {"DLA"}
+    # With static inputs, a dimension that is not a number is the data's: a dynamic shape.
+    static = predict_engine(_dla_stack([1, 32, 8, 8], inner=[1, 32, "rows", 8]), target="dla")
+    fallback = [layer for layer in static.layers if layer.device == "GPU" and not layer.is_reformat]
+    assert fallback and all("dynamic shape on" in " ".join(layer.notes) for layer in fallback)
+
+
 def test_dla_takes_ranges_inside_a_silu_into_the_conv_layer() -> None:
     # The implicit DLA build turns each Q/DQ into a tensor's range: the conv, the SiLU and the
     # ranges between them are one layer, where an explicit GPU build splits them (C7).

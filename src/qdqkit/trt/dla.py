@@ -5,6 +5,10 @@ convolutions and fully connected layers with kernels up to 32, strides up to 8 a
 channels; deconvolutions without groups, dilation or padding; pooling, activations, elementwise,
 Concat on the channel axis, resize, softmax, shuffle, slice. Static shapes only, batch <= 4096.
 Anything else falls back to the GPU (E6, I7): every GPU<->DLA boundary costs a Reformat.
+A dimension that is not a number is a dynamic shape, which DLA rejects, unless the network's
+inputs have such dimensions themselves: the build then fixes them with one shape (``--shapes``,
+min = opt = max), and the inner dimensions that follow from them are as fixed, so they are not
+held against a layer (the lint says once to give the shapes instead, QDQ510).
 DLA has no FP32: float layers run FP16; INT8 comes from scales, which TensorRT <= 10 takes from a
 calibration cache, not from Q/DQ (I1, I2) -- so a layer is INT8 on DLA where the Q/DQ graph gives
 both sides a scale (what ``qdqkit translate`` writes), FP16 elsewhere.
@@ -49,7 +53,7 @@ def dla_blocker(node: ir.Node, facts: GraphFacts) -> str | None:
         if value is None or facts.is_constant(value) or shape is None:
             continue
         dims = list(shape)
-        if any(not isinstance(d, int) for d in dims):
+        if any(not isinstance(d, int) for d in dims) and not facts.dynamic_inputs:
             return f"dynamic shape on '{value.name}' (DLA needs static shapes)"
         ints = [d for d in dims if isinstance(d, int)]
         if ints and ints[0] > 4096:

@@ -113,6 +113,17 @@ class GraphFacts:
         return [v for v in node.inputs if v is not None and not self.is_constant(v)]
 
     @cached_property
+    def dynamic_inputs(self) -> tuple[ir.Value, ...]:
+        """The graph inputs with a dimension that is not a number: the build's optimization
+        profile fixes those (trtexec ``--shapes``), so a symbolic or unknown dimension elsewhere
+        may follow from them rather than from the data."""
+        return tuple(
+            value for value in self.graph.inputs
+            if not self.is_constant(value) and value.shape is not None
+            and any(not isinstance(dim, int) for dim in value.shape)
+        )
+
+    @cached_property
     def residual_owners(self) -> dict[ir.Node, tuple[ir.Node, ir.Value]]:
         """Residual Add -> (the weighted op that fuses it, the residual input) (C3, C5).
 
