@@ -7,7 +7,13 @@ the whole ``quantize`` (placement, calibration, Q/DQ insertion, FP16 remainder, 
 lint, writing) with each method, and onnxruntime's ``quantize_static`` (TensorRT-style QDQ
 configuration) with MinMax and Entropy calibration on the same samples. Every run is a child
 process so its peak RSS is its own. Goals: max <= 1.2x the floor, histogram methods <= 1.4x,
-peak RSS < 1 GB and flat from 64 to 512 samples. On a machine other work shares, ``--repeat N``
+peak RSS < 1 GB and flat from 64 to 512 samples. After the runs, a lower bound for any
+quantizer on this machine, measured the same way: the floor plus what no tool can skip (reading
+the model, building an onnxruntime session, which the floor leaves out, and writing the INT8
+model ``max`` wrote); for ``max``, the inferences with only the cheapest exact in-session max of
+each observed tensor (the activations ``max`` quantized, read from its output); for the
+histogram methods, the inferences that hand those tensors back to Python and one ``np.bincount``
+over their values, spread over every core. On a machine other work shares, ``--repeat N``
 runs every pair N times and reports the pair with the median ratio. Each line also gives the
 median CPU seconds of the run's child process (all threads, start-up included), which load from
 other work moves far less than wall time.
@@ -63,6 +69,8 @@ def _child(mode: str, path: str, samples: int, folder: str) -> dict[str, Any]:
         start = time.perf_counter()
         ort_quantize_static(Path(path), Path(folder) / f"{mode}.onnx", _samples(samples), mode[4:])
         result["seconds"] = time.perf_counter() - start
+    elif mode == "bound":
+        result.update(_bound(path, samples, folder))
     else:
         from qdqkit import quantize
 
@@ -77,6 +85,65 @@ def _child(mode: str, path: str, samples: int, folder: str) -> dict[str, Any]:
     # shares the cores, though it counts the fixed start-up too.
     result["cpu_seconds"] = usage.ru_utime + usage.ru_stime
     return result
+
+
+def _bound(path: str, samples: int, folder: str) -> dict[str, Any]:
+    """What any quantizer pays beyond the floor (see the module's text), in seconds."""
+    import onnxruntime as ort
+
+    from qdqkit.core.numerics import available_cores
+
+    clock = time.perf_counter
+    start = clock()
+    model = onnx.load(path)
+    read = clock() - start
+    start = clock()
+    ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    session = clock() - start
+    bound: dict[str, Any] = {"read": read, "session": session, "write": 0.0}
+    quantized = Path(folder) / "max.onnx"
+    if not quantized.exists():
+        return bound
+    # Writing what a quantizer writes: the INT8 model, a quarter the float one's size.
+    int8 = onnx.load(str(quantized))
+    start = clock()
+    onnx.save(int8, str(Path(folder) / "bound_write.onnx"))
+    bound["write"] = clock() - start
+    inits = {i.name for i in int8.graph.initializer}
+    observed = sorted({n.input[0] for n in int8.graph.node
+                       if n.op_type == "QuantizeLinear" and n.input[0] not in inits})
+    # The cheapest exact in-session max: GlobalMaxPool, which onnxruntime runs in its blocked
+    # layout, so no tensor is reordered or copied out (a 4-D tensor; others ReduceMax).
+    reducing = onnx.ModelProto()
+    reducing.CopyFrom(model)
+    shapes = {v.name: len(v.type.tensor_type.shape.dim) for v in
+              onnx.shape_inference.infer_shapes(model).graph.value_info}
+    for index, name in enumerate(observed):
+        op = "GlobalMaxPool" if shapes.get(name) == 4 else "ReduceMax"
+        reducing.graph.node.append(onnx.helper.make_node(op, [name], [f"bound_max{index}"]))
+        reducing.graph.output.append(onnx.helper.make_empty_tensor_value_info(f"bound_max{index}"))
+    session_reducing = ort.InferenceSession(reducing.SerializeToString(),
+                                            providers=["CPUExecutionProvider"])
+    start = clock()
+    for feeds in _samples(samples):
+        session_reducing.run(None, feeds)
+    bound["max_in_session"] = clock() - start
+    model.graph.output.extend(onnx.helper.make_empty_tensor_value_info(name) for name in observed)
+    copying = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    start = clock()
+    for feeds in _samples(samples):
+        values = copying.run(None, feeds)[len(model.graph.output) - len(observed):]
+    bound["copy_out"] = clock() - start
+    # The one pass a histogram cannot do without: counting precomputed bin indices.
+    bins = [np.minimum(np.abs(v.ravel()) * (2048 / (float(np.abs(v).max()) or 1.0)),
+                       2047).astype(np.intp) for v in values]
+    start = clock()
+    for index in bins:
+        np.bincount(index, minlength=2048)
+    bound["count"] = (clock() - start) * samples / available_cores()
+    bound["observed"] = len(observed)
+    bound["values"] = sum(v.size for v in values)
+    return bound
 
 
 def _run(mode: str, path: Path, samples: int) -> dict[str, Any]:
@@ -138,6 +205,24 @@ def main() -> None:
                                   if value >= 0.005)
                 print(f"{'':22s} where it goes (s): {steps}; the passes alone "
                       f"{passes / floor['seconds']:.2f}x the floor", flush=True)
+        if "max" in methods:
+            floor, bound = _run("floor", path, args.samples), _run("bound", path, args.samples)
+            fixed = bound["read"] + bound["session"] + bound["write"]
+            print(f"lower bound for any quantizer: floor {floor['seconds']:.2f} s + reading "
+                  f"{bound['read']:.2f} + a session {bound['session']:.2f} + writing "
+                  f"{bound['write']:.2f} = {1 + fixed / floor['seconds']:.2f}x the floor")
+            if "max_in_session" in bound:
+                least = bound["max_in_session"] + fixed
+                print(f"{'':22s} max: the inferences with only an in-session max of each "
+                      f"observed tensor {bound['max_in_session'] / floor['seconds']:.2f}x the "
+                      f"floor, + the fixed steps = {least / floor['seconds']:.2f}x the floor")
+            if "copy_out" in bound:
+                least = bound["copy_out"] + fixed + bound["count"]
+                print(f"{'':22s} histograms: {bound['observed']} observed tensors "
+                      f"({bound['values'] / 1e6:.1f}M values a sample) copied out "
+                      f"{bound['copy_out'] / floor['seconds']:.2f}x the floor, + the fixed "
+                      f"steps, + one np.bincount per value on every core {bound['count']:.2f} s "
+                      f"= {least / floor['seconds']:.2f}x the floor")
         if args.rss_samples:
             r = _run("auto", path, args.rss_samples)
             print(f"qdqkit auto, {args.rss_samples} samples: {r['seconds']:.2f} s, "
