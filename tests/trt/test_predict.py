@@ -229,6 +229,21 @@ def test_dla_takes_dimensions_that_follow_from_dynamic_inputs_as_fixed_by_the_bu
     assert fallback and all("dynamic shape on" in " ".join(layer.notes) for layer in fallback)
 
 
+def test_dla_converts_a_tensor_that_a_gpu_layer_writes_on_the_gpu() -> None:
+    # Implicit INT8 has no Q/DQ layer: a Q between two GPU fallbacks is not a DLA submission
+    # of its own with a boundary Reformat on each side.
+    g = GraphBuilder()
+    y = g.node("Erf", [g.conv(g.qdq(g.input("x", [1, 32, 8, 8])), 32, 32, name="conv")],
+               name="erf")
+    mid = g.qdq(y, name="mid")
+    g.output(g.node("MatMul", [mid, mid], name="mm"))  # no constant operand: GPU (I5)
+    engine = predict_engine(g.ir(), trt="10", target="dla")
+    mid = next(layer for layer in engine.layers if "mid_Q" in layer.onnx_nodes)
+    assert mid.device == "GPU"
+    boundaries = [layer.name for layer in engine.layers if layer.origin == "layout"]
+    assert not any("erf_out" in name or "mid" in name for name in boundaries), boundaries
+
+
 def test_dla_takes_ranges_inside_a_silu_into_the_conv_layer() -> None:
     # The implicit DLA build turns each Q/DQ into a tensor's range: the conv, the SiLU and the
     # ranges between them are one layer, where an explicit GPU build splits them (C7).

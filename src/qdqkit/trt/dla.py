@@ -87,8 +87,15 @@ def place_on_dla(engine: EngineGraph, facts: GraphFacts, trt: str) -> None:
     nodes = {node.name: node for node in facts.graph if node.name}
     placed: list[EngineLayer] = []
     device_of_tensor: dict[str, str] = {t.name: "GPU" for t in engine.inputs}
+    network_inputs = frozenset(device_of_tensor)
     for layer in engine.layers:
         blocker = _layer_blocker(layer, nodes, facts)
+        source = layer.inputs[0].name if layer.inputs else None
+        if (blocker is None and layer.origin == "QDQ" and source not in network_inputs
+                and device_of_tensor.get(source or "") == "GPU"):
+            # Implicit INT8 has no Q/DQ layer: the conversion of a tensor a GPU layer writes
+            # happens on the GPU, not in a DLA submission of its own between two GPU layers.
+            blocker = "a Q/DQ conversion runs on the device that writes its input"
         if trt == "11":
             blocker = blocker or "TensorRT 11.0-11.3 has no DLA; 11.4.1 needs a strongly typed FP16 build"
         if blocker is None:
