@@ -8,7 +8,9 @@ Anything else falls back to the GPU (E6, I7): every GPU<->DLA boundary costs a R
 A dimension that is not a number is a dynamic shape, which DLA rejects, unless the network's
 inputs have such dimensions themselves: the build then fixes them with one shape (``--shapes``,
 min = opt = max), and the inner dimensions that follow from them are as fixed, so they are not
-held against a layer (the lint says once to give the shapes instead, QDQ510).
+held against a layer (the lint says once to give the shapes instead, QDQ510). A standalone
+Q/DQ conversion of a tensor a GPU layer writes stays on the GPU: implicit INT8 has no Q/DQ layer
+to send to DLA between two GPU layers.
 DLA has no FP32: float layers run FP16; INT8 comes from scales, which TensorRT <= 10 takes from a
 calibration cache, not from Q/DQ (I1, I2) -- so a layer is INT8 on DLA where the Q/DQ graph gives
 both sides a scale (what ``qdqkit translate`` writes), FP16 elsewhere.
