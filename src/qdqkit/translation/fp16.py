@@ -25,7 +25,6 @@ import onnx_ir as ir
 from qdqkit.core.constants import constant_derived_values
 from qdqkit.core.qdq import FLOAT_TYPES, QdqView
 from qdqkit.passes.scales import ScaleOrigin, ScaleTable
-from qdqkit.trt.predict.ops import is_add
 
 _NON_FLOAT_OPS = frozenset({
     "Shape", "Size", "NonZero", "ArgMax", "ArgMin", "Equal", "Less", "Greater", "LessOrEqual",
@@ -81,6 +80,10 @@ def _computes_in_float(node: ir.Node, non_float: set[ir.Value]) -> bool:
 
 
 def _unary_candidate(value: ir.Value, scales: ScaleTable) -> bool:
+    # Imported here: importing trt.predict loads the whole engine predictor (~25 ms at every
+    # translate's start), and only the DLA option asks this question.
+    from qdqkit.trt.predict.ops import is_add
+
     producer = value.producer()
     uses = list(value.uses())
     if producer is None or producer.op_type != "Conv" or len(uses) != 1 or value.is_graph_output():
