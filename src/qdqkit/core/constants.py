@@ -45,13 +45,27 @@ def _cast_target(cast: ir.Node) -> ir.DataType:
 def constant_array(value: ir.Value | None) -> np.ndarray | None:
     """The numpy value of ``value`` if it is a build-time constant, else ``None``."""
     chain = _pass_through_chain(value)
+    return _chain_array(*chain) if chain is not None else None
+
+
+def constant_array_and_dtype(
+    value: ir.Value | None,
+) -> tuple[np.ndarray | None, ir.DataType | None]:
+    """``(constant_array(value), constant_dtype(value))`` from one walk back to the source: a
+    Q/DQ model has two small constants per Q/DQ (scale, zero point), and both facts of each are
+    read."""
+    chain = _pass_through_chain(value)
     if chain is None:
-        return None
-    source, casts = chain
-    producer = source.producer()
+        return None, value.dtype if value is not None else None
+    return _chain_array(*chain), _chain_dtype(*chain)
+
+
+def _chain_array(source: ir.Value, casts: list[ir.Node]) -> np.ndarray | None:
+    """The value at the end of a pass-through chain, cast as the chain casts it."""
     if source.const_value is not None:
         array: np.ndarray | None = _to_numpy(source.const_value)
     else:
+        producer = source.producer()
         array = _constant_node_value(producer) if producer is not None else None
     if array is None:
         return None
@@ -92,7 +106,8 @@ def _to_numpy(tensor: ir.TensorProtocol) -> np.ndarray:
         dtype = _RAW_DTYPES.get(proto.data_type)
         if (dtype is not None and proto.data_location != onnx.TensorProto.EXTERNAL
                 and proto.HasField("raw_data")):
-            return np.frombuffer(proto.raw_data, dtype=dtype).reshape(proto.dims)
+            # ``dims[:]`` is a list, which numpy reads twice as fast as the repeated field.
+            return np.frombuffer(proto.raw_data, dtype=dtype).reshape(proto.dims[:])
     array = tensor.numpy()
     # onnx-ir returns ml_dtypes arrays for int4/fp8; keep them, callers check dtype by ir.DataType.
     return np.asarray(array)
@@ -118,7 +133,11 @@ def constant_dtype(value: ir.Value | None) -> ir.DataType | None:
     chain = _pass_through_chain(value)
     if chain is None:
         return value.dtype if value is not None else None
-    source, casts = chain
+    return _chain_dtype(*chain)
+
+
+def _chain_dtype(source: ir.Value, casts: list[ir.Node]) -> ir.DataType:
+    """The element type at the end of a pass-through chain: the outermost cast's, if any."""
     if casts:
         return _cast_target(casts[0])
     if source.const_value is not None:

@@ -19,6 +19,7 @@ import onnx_ir as ir
 
 from qdqkit.core.constants import (
     constant_array,
+    constant_array_and_dtype,
     constant_derived_values,
     constant_dtype,
     constant_source,
@@ -260,6 +261,7 @@ class QdqView:
         of known type: without one, the integer type depends on the node itself."""
         inputs = node.inputs
         zp_value = inputs[2] if len(inputs) > 2 else None
+        self._constant(zp_value)  # its type is then known too, from the same walk
         if zp_value is None or self._dtype(zp_value) is None:
             return read_params(node, self._constant, self._dtype)
         key = (inputs[1], zp_value, _attr_int(node, "axis", 1), _attr_int(node, "block_size", 0))
@@ -275,7 +277,9 @@ class QdqView:
         try:
             return self._constants[value]
         except KeyError:
-            array = self._constants[value] = constant_array(value)
+            array, dtype = constant_array_and_dtype(value)
+            self._constants[value] = array
+            self._dtypes[value] = dtype
             return array
 
     def _dtype(self, value: ir.Value | None) -> ir.DataType | None:

@@ -206,13 +206,14 @@ def check_initializer_data(graph: ir.Graph, where: str) -> None:
         if not isinstance(tensor, ir.serde.TensorProtoTensor):
             continue
         proto = tensor.raw
-        # From the proto's own fields: going through tensor.shape costs ~20 us a tensor.
-        if any(d < 0 for d in proto.dims):
+        # From the proto's own fields: going through tensor.shape costs ~20 us a tensor. Read
+        # once, as a list: each access to the repeated field builds a new wrapper.
+        dims = proto.dims[:]
+        if any(d < 0 for d in dims):
             raise ModelLoadError(
-                f"{where}: initializer '{value.name}' has negative dimensions {list(proto.dims)}; "
-                f"{_FIX}"
+                f"{where}: initializer '{value.name}' has negative dimensions {dims}; {_FIX}"
             )
-        count = math.prod(proto.dims)
+        count = math.prod(dims)
         data_type = proto.data_type
         bitwidth = bitwidths.get(data_type)
         if bitwidth is None:
@@ -236,7 +237,7 @@ def check_initializer_data(graph: ir.Graph, where: str) -> None:
         if stored != needed:
             raise ModelLoadError(
                 f"{where}: initializer '{value.name}' holds {stored} {unit} but its shape "
-                f"{list(proto.dims)} needs {needed}; the file is truncated or was written "
+                f"{dims} needs {needed}; the file is truncated or was written "
                 "incompletely"
             )
 
