@@ -247,13 +247,17 @@ class QdqView:
         # TensorRT folds them at build time, so a Q/DQ on them quantizes a weight.
         self.constant_values = constant_derived_values(graph)
         for node in graph:
-            if is_quantize(node):
-                self.quantize_nodes.append(node)
-            elif is_dequantize(node):
-                self.dequantize_nodes.append(node)
+            # is_quantize / is_dequantize, spelled out: two calls a node add up over big graphs.
+            op_type = node.op_type
+            if op_type == "QuantizeLinear":
+                found = self.quantize_nodes
+            elif op_type == "DequantizeLinear":
+                found = self.dequantize_nodes
             else:
                 continue
-            self._params[node] = self._read_params(node)
+            if node.domain in QDQ_DOMAINS:
+                found.append(node)
+                self._params[node] = self._read_params(node)
 
     def _read_params(self, node: ir.Node) -> QuantParams | None:
         """``read_params``, once per spelling: a Q and its DQ(s) reading the same scale and zero

@@ -35,24 +35,48 @@ def _names(nodes: list[ir.Node]) -> str:
     return ", ".join(labels) + more
 
 
-def _is_activation(view: QdqView, node: ir.Node, constants: set[ir.Value]) -> bool:
-    if is_dequantize(node):
-        source = view.dq_source(node)
+def _activation_nodes(
+    view: QdqView, constants: set[ir.Value], sources: dict[ir.Node, DqSource]
+) -> list[ir.Node]:
+    """The Q/DQ of activations: a Q of a computed tensor, a DQ of such a Q's output or of a
+    graph input. Each Q is judged once; its DQs take its answer."""
+    active_qs = {
+        q for q in view.quantize_nodes
+        if not view.is_weight_quantize(q) and q.inputs[0] not in constants
+    }
+    activations = [q for q in view.quantize_nodes if q in active_qs]
+    for dq in view.dequantize_nodes:
+        source = sources[dq]
         if source == DqSource.QUANTIZE:
-            q = view.quantize_of(node)
-            return q is not None and _is_activation(view, q, constants)
-        return source == DqSource.GRAPH_INPUT
-    return not view.is_weight_quantize(node) and node.inputs[0] not in constants
+            if view.quantize_of(dq) in active_qs:
+                activations.append(dq)
+        elif source == DqSource.GRAPH_INPUT:
+            activations.append(dq)
+    return activations
 
 
 _CONTROL_FLOW = frozenset({"If", "Loop", "Scan", "SequenceMap"})
 
 
-def check_no_qdq_in_subgraphs(graph: ir.Graph, where: str) -> None:
-    """Q/DQ inside If/Loop bodies would survive translation; refuse rather than leave them."""
+def check_graph_ops(graph: ir.Graph, where: str) -> None:
+    """Refuse Q/DQ inside control-flow bodies and dynamic quantization, from one walk over the
+    graph's nodes (the first refusal is the Q/DQ in a body, as when checked one after the
+    other)."""
+    control_flow: list[ir.Node] = []
+    dynamic: list[ir.Node] = []
     for node in graph:
-        if node.op_type not in _CONTROL_FLOW:
-            continue
+        op_type = node.op_type
+        if op_type in _CONTROL_FLOW:
+            control_flow.append(node)
+        elif op_type in DYNAMIC_QUANTIZATION_OPS:
+            dynamic.append(node)
+    _check_no_qdq_in_bodies(control_flow, where)
+    _check_not_dynamic(dynamic, where)
+
+
+def _check_no_qdq_in_bodies(control_flow: list[ir.Node], where: str) -> None:
+    """Q/DQ inside If/Loop bodies would survive translation; refuse rather than leave them."""
+    for node in control_flow:
         for attr in node.attributes.values():
             bodies = [attr.value] if attr.type == ir.AttributeType.GRAPH else (
                 list(attr.value) if attr.type == ir.AttributeType.GRAPHS else [])
@@ -66,9 +90,8 @@ def check_no_qdq_in_subgraphs(graph: ir.Graph, where: str) -> None:
                     )
 
 
-def check_not_dynamic(graph: ir.Graph, where: str) -> None:
+def _check_not_dynamic(found: list[ir.Node], where: str) -> None:
     """A dynamically quantized model has no activation scales at all: say so, by name."""
-    found = [n for n in graph if n.op_type in DYNAMIC_QUANTIZATION_OPS]
     if found:
         kinds = ", ".join(sorted({n.op_type for n in found}))
         raise UnsupportedModelError(
@@ -80,8 +103,7 @@ def check_not_dynamic(graph: ir.Graph, where: str) -> None:
 
 def check_translatable(view: QdqView, where: str, constants: set[ir.Value]) -> list[str]:
     """Raise UnsupportedModelError for what implicit INT8 cannot carry; return warnings."""
-    check_no_qdq_in_subgraphs(view.graph, where)
-    check_not_dynamic(view.graph, where)
+    check_graph_ops(view.graph, where)
     if view.qdq_count == 0:
         raise UnsupportedModelError(
             f"{where}: the model has no QuantizeLinear/DequantizeLinear nodes, so there are no "
@@ -94,13 +116,15 @@ def check_translatable(view: QdqView, where: str, constants: set[ir.Value]) -> l
             "fold them to constants first"
         )
     nodes = view.quantize_nodes + view.dequantize_nodes
+    # Where each DQ's input comes from, asked by three of the checks below.
+    sources = {dq: view.dq_source(dq) for dq in view.dequantize_nodes}
     wrong_type = []
     for n in nodes:
         params = view.params(n)
         assert params is not None
         bias_like = (
-            is_dequantize(n) and params.quant_dtype == ir.DataType.INT32
-            and view.dq_source(n) == DqSource.CONSTANT
+            n in sources and params.quant_dtype == ir.DataType.INT32
+            and sources[n] == DqSource.CONSTANT
         )
         if not params.int8_compatible and not bias_like:
             wrong_type.append(n)
@@ -120,7 +144,7 @@ def check_translatable(view: QdqView, where: str, constants: set[ir.Value]) -> l
             f"scales (e.g. {shown}); a scale must be finite and positive, so the quantizer that "
             "wrote them needs fixing (re-export or re-calibrate)"
         )
-    activations = [n for n in nodes if _is_activation(view, n, constants)]
+    activations = _activation_nodes(view, constants, sources)
     per_channel = [n for n in activations if view.params(n).per_channel]  # type: ignore[union-attr]
     if per_channel:
         raise UnsupportedModelError(
@@ -134,12 +158,12 @@ def check_translatable(view: QdqView, where: str, constants: set[ir.Value]) -> l
             "symmetric, so re-quantize with symmetric activations (e.g. onnxruntime "
             "extra_options={'ActivationSymmetric': True} with QInt8)"
         )
-    _check_structure(view, where)
+    _check_structure(view, where, sources)
     return [
         f"'{node_label(n)}' quantizes to uint8 (0..255); its cache scale is scale * 255 / 127, "
         "the int8 scale with the same range (half the resolution for non-negative values)"
-        for n in view.quantize_nodes
-        if _explicit_uint8(view, n) and _is_activation(view, n, constants)
+        for n in activations
+        if is_quantize(n) and _explicit_uint8(view, n)
     ]
 
 
@@ -166,9 +190,13 @@ def _scale_facts(array: np.ndarray) -> tuple[bool, bool]:
     if array.size == 1:  # per-tensor: plain float tests, a fraction of numpy's per-call cost
         value = float(array.reshape(-1)[0])
         return not math.isfinite(value) or value < 0, value == 0
+    if array.size == 0:
+        return False, False
+    # Two reductions answer all three questions: a NaN makes both NaN, an infinity shows at
+    # one end, and once the smallest value is not negative it is zero only if some value is.
     scale = array.astype(np.float64)
-    invalid = not np.all(np.isfinite(scale)) or bool(np.any(scale < 0))
-    return invalid, bool(np.any(scale == 0))
+    low, high = float(scale.min()), float(scale.max())
+    return not (math.isfinite(low) and math.isfinite(high)) or low < 0, low == 0
 
 
 def _explicit_uint8(view: QdqView, node: ir.Node) -> bool:
@@ -186,7 +214,7 @@ def _kind(view: QdqView, node: ir.Node) -> str:
     return dtype_label(params.quant_dtype)
 
 
-def _check_structure(view: QdqView, where: str) -> None:
+def _check_structure(view: QdqView, where: str, sources: dict[ir.Node, DqSource]) -> None:
     for q in view.quantize_nodes:
         out = q.outputs[0]
         readers = [u.node for u in out.uses() if not is_dequantize(u.node)]
@@ -213,7 +241,7 @@ def _check_structure(view: QdqView, where: str) -> None:
                     f"'{node_label(dq)}' use different scales; a pair must share one scale"
                 )
     for dq in view.dequantize_nodes:
-        source = view.dq_source(dq)
+        source = sources[dq]
         if source == DqSource.OTHER:
             raise UnsupportedModelError(
                 f"{where}: DequantizeLinear '{node_label(dq)}' reads a computed integer tensor; "
