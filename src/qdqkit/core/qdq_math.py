@@ -80,7 +80,8 @@ def implicit_weight_scales(weight: np.ndarray, axis: int) -> np.ndarray:
     scale quantizes zeros to zeros).
     """
     w = np.asarray(weight)
-    moved = np.moveaxis(w, axis, 0).reshape(w.shape[axis], -1)
+    # Output channels usually come first already; np.moveaxis costs more than the rest here.
+    moved = (w if axis == 0 else np.moveaxis(w, axis, 0)).reshape(w.shape[axis], -1)
     return np.abs(moved).max(axis=1).astype(np.float64) / 127.0
 
 

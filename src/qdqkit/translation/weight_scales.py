@@ -89,8 +89,12 @@ def _compare(
     given = scales.astype(np.float64).reshape(-1)
     if given.size in (1, expected.size):
         live = expected > 0
-        per_channel = np.broadcast_to(given, expected.shape)[live]
-        if np.all(np.abs(per_channel - expected[live]) <= tolerance * expected[live]):
+        # One scale per channel needs no broadcast (numpy's Python-level helper costs more than
+        # the comparison on a small weight); a per-tensor one is spread over the channels.
+        per_channel = (given if given.size == expected.size
+                       else np.broadcast_to(given, expected.shape))[live]
+        wanted = expected[live]
+        if (np.abs(per_channel - wanted) <= tolerance * wanted).all():
             return
     # The values the Q/DQ model computes with, needed only now that the scales differ.
     used = w if fake_quantized is None else fake_quantize(w, fake_quantized)
