@@ -182,10 +182,13 @@ def load_lazily(
     return model
 
 
-def _streamable(tensor: ir.TensorProtocol | None) -> bool:
+def _streamable(tensor: ir.TensorProtocol | None, nbytes: int | None = None) -> bool:
+    """Whether ``tensor`` is written by streaming; ``nbytes``: its size, if already known."""
     if tensor is None or isinstance(tensor, ir.StringTensor) or tensor.dtype.bitwidth % 8:
         return False
-    return isinstance(tensor, ir.ExternalTensor) or tensor.nbytes >= LARGE_TENSOR_BYTES
+    if isinstance(tensor, ir.ExternalTensor):
+        return True
+    return (tensor.nbytes if nbytes is None else nbytes) >= LARGE_TENSOR_BYTES
 
 
 def write_streaming(model: ir.Model, stream: BinaryIO) -> None:
@@ -254,8 +257,18 @@ def _little_endian(array: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(array)
 
 
-def needs_streaming(model: ir.Model) -> bool:
-    return any(_streamable(v.const_value) for v in model.graph.initializers.values())
+def size_and_streaming(model: ir.Model) -> tuple[int, bool]:
+    """The initializers' total bytes and whether any is written by streaming, from one walk: a
+    tensor's size is computed from its shape, which costs more than the rest of both questions."""
+    total, streaming = 0, False
+    for value in model.graph.initializers.values():
+        tensor = value.const_value
+        if tensor is None:
+            continue
+        nbytes = tensor.nbytes
+        total += nbytes
+        streaming = streaming or _streamable(tensor, nbytes)
+    return total, streaming
 
 
 def release_mapped(value: ir.Value | None) -> None:

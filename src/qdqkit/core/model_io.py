@@ -217,8 +217,9 @@ def stage_model(outputs: OutputSet, model: ir.Model, target: Path) -> None:
     Models too large for one protobuf message keep their weights in ``<target>.data`` beside it.
     """
     target = Path(target)
-    if model_size_bytes(model) < _PROTOBUF_LIMIT_BYTES:
-        if lazy_proto.needs_streaming(model):
+    size, streaming = lazy_proto.size_and_streaming(model)
+    if size < _PROTOBUF_LIMIT_BYTES:
+        if streaming:
             # Large or external weights are streamed to the file instead of copied into a proto.
             def stream(tmp: Path) -> None:
                 with open(tmp, "wb") as f:
