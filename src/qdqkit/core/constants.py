@@ -114,7 +114,8 @@ def _to_numpy(tensor: ir.TensorProtocol) -> np.ndarray:
 
 
 def _constant_node_value(node: ir.Node) -> np.ndarray | None:
-    attrs = node.attributes
+    # The attributes' plain dict: the UserDict's own ``in`` and ``[]`` are Python-level calls.
+    attrs = node.attributes.data
     if "value" in attrs:
         return _to_numpy(_tensor_attr(attrs["value"]))
     if "value_float" in attrs:
@@ -143,7 +144,7 @@ def _chain_dtype(source: ir.Value, casts: list[ir.Node]) -> ir.DataType:
     if source.const_value is not None:
         return source.const_value.dtype
     node = source.producer()
-    attrs = node.attributes if node is not None else {}
+    attrs = node.attributes.data if node is not None else {}
     if "value" in attrs:
         return _tensor_attr(attrs["value"]).dtype
     if "value_float" in attrs or "value_floats" in attrs:

@@ -137,10 +137,11 @@ def dtype_label(dtype: ir.DataType) -> str:
 
 
 def _attr_int(node: ir.Node, name: str, default: int) -> int:
-    # ``in`` then ``[]``: ``Attributes.get`` (a UserDict) raises and catches KeyError for a
-    # missing name, several times slower, and most Q/DQ have neither axis nor block_size.
-    attrs = node.attributes
-    return attrs[name].as_int() if name in attrs else default
+    # The attributes' plain dict: ``Attributes.get`` (a UserDict) raises and catches KeyError
+    # for a missing name, several times slower, its ``in`` and ``[]`` are Python-level calls,
+    # and most Q/DQ have neither axis nor block_size.
+    attr = node.attributes.data.get(name)
+    return attr.as_int() if attr is not None else default
 
 
 def read_params(
