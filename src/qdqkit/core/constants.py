@@ -189,6 +189,28 @@ def constant_derived_values(graph: ir.Graph) -> set[ir.Value]:
     return constant
 
 
+# Little-endian IEEE floats: their numpy bytes are the ONNX raw_data as they are.
+_PROTO_FLOAT_TYPES: dict[np.dtype, int] = {
+    np.dtype("<f2"): onnx.TensorProto.FLOAT16,
+    np.dtype("<f4"): onnx.TensorProto.FLOAT,
+    np.dtype("<f8"): onnx.TensorProto.DOUBLE,
+}
+
+
+def float_tensor(array: np.ndarray, name: str | None = None) -> ir.TensorProtocol:
+    """``ir.Tensor(array, name=name)``, held as the TensorProto onnx-ir would write for it when
+    ``array`` is float16/32/64: onnx-ir then writes it with one copy of that message instead of
+    converting the array at save time, about half the cost for the thousands of small weights and
+    biases a fold makes in a large model. Other types get an ``ir.Tensor``."""
+    data_type = _PROTO_FLOAT_TYPES.get(array.dtype)
+    if data_type is None:
+        return ir.Tensor(array, name=name)
+    proto = onnx.TensorProto(data_type=data_type, dims=array.shape, raw_data=array.tobytes())
+    if name:
+        proto.name = name
+    return ir.TensorProtoTensor(proto)
+
+
 def new_constant(name: str | None, array: np.ndarray) -> ir.Value:
     """A value holding ``array``, with its shape and type declared so shape-reading steps (MACs,
     the predictor) see them before the model is saved and read again."""

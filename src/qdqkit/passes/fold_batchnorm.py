@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
-from qdqkit.core.constants import constant_array, tensor_array
+from qdqkit.core.constants import constant_array, float_tensor, tensor_array
 from qdqkit.core.lazy_proto import release_mapped
 from qdqkit.passes.scales import ScaleTable
 
@@ -92,16 +92,16 @@ def store_folded(graph: ir.Graph, conv: ir.Node, weight: np.ndarray, bias: np.nd
     weight_value = conv.inputs[1]
     assert weight_value is not None
     release_mapped(weight_value)
-    weight_value.const_value = ir.Tensor(weight, name=weight_value.name)
+    weight_value.const_value = float_tensor(weight, name=weight_value.name)
     bias_value = conv.inputs[2] if len(conv.inputs) > 2 else None
     if (
         bias_value is not None and bias_value.is_initializer()
         and not bias_value.is_graph_input() and len(bias_value.uses()) == 1
     ):
-        bias_value.const_value = ir.Tensor(bias, name=bias_value.name)
+        bias_value.const_value = float_tensor(bias, name=bias_value.name)
         return
     base = conv.name or (conv.outputs[0].name or "conv")
-    b_value = ir.Value(name=f"{base}.folded_bias", const_value=ir.Tensor(bias))
+    b_value = ir.Value(name=f"{base}.folded_bias", const_value=float_tensor(bias))
     graph.register_initializer(b_value)
     if len(conv.inputs) < 3:
         conv.resize_inputs(3)
