@@ -137,10 +137,10 @@ def _label(node: ir.Node) -> str:
 
 
 def _check_order(graph: ir.Graph, where: str) -> None:
-    position = {node: i for i, node in enumerate(graph)}
+    seen: set[ir.Node] = set()  # the nodes before the current one
     defined = set(graph.inputs) | set(graph.initializers.values())
     unsorted = False
-    for index, node in enumerate(graph):
+    for node in graph:
         for value in node.inputs:
             if value is None or value in defined:
                 continue
@@ -152,8 +152,9 @@ def _check_order(graph: ir.Graph, where: str) -> None:
                     f"{where}: {_label(node)} reads '{value.name}', which no node, input or "
                     f"initializer defines; {_FIX}"
                 )
-            if producer.graph is graph and position.get(producer, -1) >= index:
+            if producer.graph is graph and producer not in seen:
                 unsorted = True
+        seen.add(node)
     if unsorted:
         try:
             graph.sort()
@@ -189,13 +190,14 @@ def _cycle_text(graph: ir.Graph) -> str:
 def _check_names(graph: ir.Graph, where: str) -> None:
     seen: set[str] = set()
     for node in graph:
-        if node.name:
-            if node.name in seen:
+        name = node.name
+        if name:
+            if name in seen:
                 raise ModelLoadError(
-                    f"{where}: two nodes are named '{node.name}'; node names must be unique "
+                    f"{where}: two nodes are named '{name}'; node names must be unique "
                     "(TensorRT addresses layers by name); rename one"
                 )
-            seen.add(node.name)
+            seen.add(name)
 
 
 def check_initializer_data(graph: ir.Graph, where: str) -> None:
