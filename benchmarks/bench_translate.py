@@ -18,6 +18,8 @@ Checks (the exit status is 1 when one fails, and the failing check says so):
 3. determinism: every run of a size writes byte-identical files;
 4. linear work: Python function calls per node (one profiled run per size) within 1% of the
    smallest size's (see ``scaling``).
+Printed beside check 1: how much a bare walk over the loaded graph slows per node between the
+smallest and the largest size, the share of the growth that the CPU caches cause.
 Also printed: whole-process ``qdqkit translate`` (a new process, imports included) at 21.5k nodes
 against its 1.4 s goal (100x faster than the reference translator's recorded 136 s), where that
 time goes (imports, onnx-ir load, the passes, the write, freeing the graph), and with ``--wide``
@@ -97,6 +99,27 @@ write_outputs(OutputPaths.for_model(out, path.stem), model, result.scales, resul
 marks["write"] = clock() - t
 t = clock(); del model, result; gc.enable(); gc.collect(0); marks["free"] = clock() - t
 print(json.dumps(marks))
+"""
+# The memory hierarchy's share of the growth, measured on the same files: the least CPU time per
+# node of a bare walk over the loaded graph (each node's type and its inputs' producers), work
+# whose algorithm is linear by construction; what it gains per node from the smallest size to the
+# largest, any pass over the graph gains once the graph outgrows the CPU caches.
+WALK = r"""
+import gc, json, sys, time
+from pathlib import Path
+from qdqkit.core.model_io import load_model
+gc.disable()
+graph = load_model(Path(sys.argv[1]), lazy_weights=True).graph
+best = float("inf")
+for _ in range(7):
+    start = time.process_time()
+    for node in graph:
+        node.op_type
+        for value in node.inputs:
+            if value is not None:
+                value.producer()
+    best = min(best, time.process_time() - start)
+print(json.dumps({"per_node": best / len(graph)}))
 """
 # Built in a child too: on Linux a child's ru_maxrss starts from its parent's RSS at fork time,
 # so the parent must stay small for the memory figure to mean anything.
@@ -188,6 +211,12 @@ def phase_times(model: Path, out: Path) -> dict[str, float]:
     return dict(json.loads(done.stdout.strip().splitlines()[-1]))
 
 
+def _walk(model: Path) -> float:
+    done = subprocess.run([sys.executable, "-c", WALK, str(model)], capture_output=True,
+                          text=True, check=True)
+    return float(json.loads(done.stdout.strip().splitlines()[-1])["per_node"])
+
+
 def whole_process(argv: list[str]) -> tuple[float, float]:
     """Wall and CPU (user + system) seconds of one run of ``argv`` in a new process."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -244,6 +273,12 @@ def main() -> int:
                  for b, (path, _) in sizes.items()}
         failures += work_linearity(calls, {b: n for b, (_, n) in sizes.items()})
 
+        walks = {b: min(_walk(path) for _ in range(args.runs)) for b, (path, _) in sizes.items()}
+        first, last = walks[BLOCKS[0]], walks[BLOCKS[-1]]
+        print(f"  a bare walk over the loaded graph: {first * 1e6:.2f} us/node at "
+              f"{points[0].nodes} nodes, {last * 1e6:.2f} at {points[-1].nodes} = "
+              f"{last / first:.2f}x (the caches' share: linear work that slows per node as the "
+              "graph outgrows them)")
         path, nodes = sizes[WHOLE_PROCESS_BLOCKS]
         translate = [sys.executable, "-m", "qdqkit", "translate", "-i", str(path), "-o",
                      str(tmp / "whole")]
