@@ -336,3 +336,33 @@ def test_the_fp16_baseline_of_a_dla_prediction_is_built_for_dla() -> None:
     assert latency is not None
     dla_fp16 = float_build(_ranged_hardswish(), "10", target="dla")
     assert latency.fp16.layers and len(latency.fp16.layers) == len(dla_fp16.layers)
+
+
+def test_lint_infers_value_types_once_and_its_fp16_baseline_matches_one_inferred_anew(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The FP16 baseline is the same graph without Q/DQ: removing them changes no other value's
+    # type, so the prediction's inferred types serve both engines and ONNX inference runs once.
+    from qdqkit.linting import lint
+    from qdqkit.linting.latency import float_build
+    from qdqkit.trt.cost_model import estimate_latency
+    from qdqkit.trt.gpus import find_gpu
+
+    model = ir.serde.deserialize_model(resnet18_qdq())
+    for node in model.graph:
+        for value in node.outputs:
+            if not value.is_graph_output():
+                value.shape = None
+    anew = estimate_latency(float_build(model, "8.6"), find_gpu("a100"))
+    calls = []
+    real = onnx.shape_inference.infer_shapes
+
+    def counted(*args: object, **kwargs: object) -> onnx.ModelProto:
+        calls.append(1)
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(onnx.shape_inference, "infer_shapes", counted)
+    latency = lint(model).latency
+    assert len(calls) == 1
+    assert latency is not None and latency.fp16.layers
+    assert latency.fp16.to_json() == anew.to_json()

@@ -313,7 +313,7 @@ def _unpaid_regions(model: ir.Model, trt: str, left: list[Finding]
     reformats = {layer.name for layer in prediction.engine.layers
                  if layer.is_reformat and named.intersection(layer.onnx_nodes)}
     found: dict[str, tuple[str, str]] = {}
-    for region in unpaid_points(prediction, float_build(model, trt)):
+    for region in unpaid_points(prediction, float_build(model, trt, types=prediction.facts.types)):
         if reformats.intersection(region.entries):
             for node in region.nodes:
                 if not is_qdq(node):

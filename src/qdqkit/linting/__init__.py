@@ -89,7 +89,8 @@ def _predict_and_check(model: ir.Model | str | os.PathLike[str], name: str, trt:
     prediction = run_prediction(loaded, trt=trt, target=target)
     if not isinstance(model, ir.Model):
         prediction.engine.metadata["model"] = os.fspath(model)
-    latency = compare_latency(loaded, prediction.engine, prediction.trt, device)
+    latency = compare_latency(loaded, prediction.engine, prediction.trt, device,
+                              prediction.facts.types)
     result = check_prediction(prediction, name, latency, kept_float(loaded))
     result.from_model = from_model
     return result

@@ -13,11 +13,11 @@ from collections.abc import Mapping, Sequence
 import onnx_ir as ir
 
 from qdqkit.core.qdq import is_dequantize, is_quantize
-from qdqkit.core.shapes import apply_input_shapes
+from qdqkit.core.shapes import ValueTypes, apply_input_shapes
 from qdqkit.trt.cost_model import LatencyComparison, as_float_build, estimate_latency
 from qdqkit.trt.engine import EngineGraph, Precision
 from qdqkit.trt.gpus import Gpu
-from qdqkit.trt.predict import predict_engine
+from qdqkit.trt.predict import run_prediction
 
 
 def apply_shapes(model: ir.Model, shapes: Mapping[str, Sequence[int]]) -> None:
@@ -41,10 +41,14 @@ def _dim_text(dim: object) -> int | str:
 
 
 def float_build(model: ir.Model, trt: str, precision: Precision = Precision.FP16,
-                target: str = "gpu") -> EngineGraph:
+                target: str = "gpu", types: ValueTypes | None = None) -> EngineGraph:
     """The engine of ``model`` without Q/DQ, built with ``precision`` as its float type for
     ``target`` (a DLA build fuses and falls back as DLA does, so it is the baseline a DLA
     prediction is timed against).
+
+    ``types``: the value types a prediction of ``model`` inferred (``Prediction.facts.types``).
+    Removing Q/DQ pairs changes no other value's shape or type, so they hold for the stripped
+    copy too and ONNX inference, as long as the rest of the prediction, is not run again.
 
     TensorRT 11 builds strongly typed: a model whose float remainder is already ``precision``
     builds as it is, FP32 layers it keeps against overflow included, since the same network
@@ -52,7 +56,7 @@ def float_build(model: ir.Model, trt: str, precision: Precision = Precision.FP16
     """
     stripped = model.clone()
     _remove_qdq_pairs(stripped.graph)
-    engine = predict_engine(stripped, trt=trt, target=target)
+    engine = run_prediction(stripped, trt=trt, target=target, types=types).engine
     if trt == "11" and _typed_as(stripped, precision):
         return engine
     return as_float_build(engine, precision)
@@ -85,10 +89,12 @@ def _remove_qdq_pairs(graph: ir.Graph) -> None:
             graph.remove(node, safe=True)
 
 
-def compare_latency(model: ir.Model, engine: EngineGraph, trt: str, gpu: Gpu) -> LatencyComparison:
-    """Time ``engine`` (the prediction of ``model``) and ``model`` built FP16 on ``gpu``."""
+def compare_latency(model: ir.Model, engine: EngineGraph, trt: str, gpu: Gpu,
+                    types: ValueTypes | None = None) -> LatencyComparison:
+    """Time ``engine`` (the prediction of ``model``, which inferred ``types``) and ``model``
+    built FP16 on ``gpu``."""
     as_is = estimate_latency(engine, gpu)
-    fp16 = estimate_latency(float_build(model, trt, target=engine.target), gpu)
+    fp16 = estimate_latency(float_build(model, trt, target=engine.target, types=types), gpu)
     shapes = input_shapes(model)
     if any(isinstance(d, str) for dims in shapes.values() for d in dims):
         as_is.notes.append("symbolic input dimensions count as 1: give --shapes for the batch "

@@ -210,7 +210,8 @@ def _judged(model: ir.Model, trt: str, shapes: Mapping[str, list[int]] | None) -
     same = dict(zip(judged.graph, model.graph, strict=True))
     prediction = run_prediction(judged, trt=trt)
     found: dict[ir.Node, str] = {}
-    for region in unpaid_points(prediction, float_build(judged, trt)):
+    for region in unpaid_points(prediction,
+                                float_build(judged, trt, types=prediction.facts.types)):
         for node in region.nodes:
             found.setdefault(same[node], region.reason)
     entries = [Entry(e.name, tuple(same[n] for n in e.nodes), e.cost_ms)
