@@ -18,12 +18,15 @@ Checks (the exit status is 1 when one fails, and the failing check says so):
 3. determinism: every run of a size writes byte-identical files;
 4. linear work: Python function calls per node (one profiled run per size) within 1% of the
    smallest size's (see ``scaling``).
-Printed beside check 1: how much a bare walk over the loaded graph slows per node between the
-smallest and the largest size, the share of the growth that the CPU caches cause.
-Also printed: whole-process ``qdqkit translate`` (a new process, imports included) at 21.5k nodes
-against its 1.4 s goal (100x faster than the reference translator's recorded 136 s), where that
-time goes (imports, onnx-ir load, the passes, the write, freeing the graph), and with ``--wide``
-the peak RSS of a 300 MB-weight model.
+Printed beside check 1: each phase's CPU time per node at the smallest and the largest size, and
+how much a bare walk slows per node between them, over the loaded onnx-ir graph and over the same
+graph as onnx's protobuf messages: the share of the growth that the CPU caches cause, and what a
+compact representation would trade for it.
+Also printed: whole-process ``qdqkit translate`` (a new process, imports included, Python's
+bytecode kept between runs as an installed package keeps it) at 21.5k nodes against its 1.4 s goal
+(100x faster than the reference translator's recorded 136 s), where that time goes (imports,
+onnx-ir load, the passes, the write, freeing the graph), and with ``--wide`` the peak RSS of a
+300 MB-weight model.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import resource
 import statistics
 import subprocess
@@ -81,7 +85,7 @@ print(json.dumps({"seconds": done - imported, "cpu_seconds": cpu_done - cpu,
 PHASES = r"""
 import gc, json, sys, time
 from pathlib import Path
-clock = time.perf_counter
+clock = time.process_time if sys.argv[3:] == ["cpu"] else time.perf_counter
 start = clock()
 from qdqkit.core.model_io import load_model
 from qdqkit.translation.api import TranslateOptions, translate_model
@@ -119,7 +123,20 @@ for _ in range(7):
             if value is not None:
                 value.producer()
     best = min(best, time.process_time() - start)
-print(json.dumps({"per_node": best / len(graph)}))
+import onnx
+proto = onnx.load(sys.argv[1], load_external_data=False).graph
+best_proto = float("inf")
+for _ in range(7):
+    start = time.process_time()
+    producer = {}
+    for index, node in enumerate(proto.node):
+        node.op_type
+        for name in node.input:
+            producer.get(name)
+        for name in node.output:
+            producer[name] = index
+    best_proto = min(best_proto, time.process_time() - start)
+print(json.dumps({"per_node": best / len(graph), "proto_per_node": best_proto / len(proto.node)}))
 """
 # Built in a child too: on Linux a child's ru_maxrss starts from its parent's RSS at fork time,
 # so the parent must stay small for the memory figure to mean anything.
@@ -204,24 +221,40 @@ def measure(mode: str, model: Path, out: Path) -> dict[str, float]:
     return dict(json.loads(done.stdout.strip().splitlines()[-1]))
 
 
-def phase_times(model: Path, out: Path) -> dict[str, float]:
+def phase_times(model: Path, out: Path, cpu: bool = False) -> dict[str, float]:
     out.mkdir(parents=True, exist_ok=True)
-    done = subprocess.run([sys.executable, "-c", PHASES, str(model), str(out)],
+    done = subprocess.run([sys.executable, "-c", PHASES, str(model), str(out)] + ["cpu"] * cpu,
                           capture_output=True, text=True, check=True)
     return dict(json.loads(done.stdout.strip().splitlines()[-1]))
 
 
-def _walk(model: Path) -> float:
+def _walk(model: Path) -> tuple[float, float]:
+    """Least CPU seconds per node of a bare walk: over the onnx-ir graph, over the protobuf."""
     done = subprocess.run([sys.executable, "-c", WALK, str(model)], capture_output=True,
                           text=True, check=True)
-    return float(json.loads(done.stdout.strip().splitlines()[-1])["per_node"])
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    return float(found["per_node"]), float(found["proto_per_node"])
 
 
-def whole_process(argv: list[str]) -> tuple[float, float]:
+def installed_env(pycache: Path) -> dict[str, str]:
+    """The environment of a process that runs as an installed package does: Python's bytecode is
+    kept (in ``pycache``, outside the source tree), so after a first run no module is compiled
+    again. ``pip install`` writes it at install time; with ``PYTHONDONTWRITEBYTECODE`` set (as on
+    some CI machines) an editable install would compile every module on every run instead."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPYCACHEPREFIX"] = str(pycache)
+    return env
+
+
+def _least(found: list[dict[str, float]], key: str) -> float:
+    return min(f[key] for f in found)
+
+
+def whole_process(argv: list[str], env: dict[str, str] | None = None) -> tuple[float, float]:
     """Wall and CPU (user + system) seconds of one run of ``argv`` in a new process."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    subprocess.run(argv, capture_output=True, check=True)
+    subprocess.run(argv, capture_output=True, check=True, env=env)
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -273,20 +306,33 @@ def main() -> int:
                  for b, (path, _) in sizes.items()}
         failures += work_linearity(calls, {b: n for b, (_, n) in sizes.items()})
 
-        walks = {b: min(_walk(path) for _ in range(args.runs)) for b, (path, _) in sizes.items()}
-        first, last = walks[BLOCKS[0]], walks[BLOCKS[-1]]
-        print(f"  a bare walk over the loaded graph: {first * 1e6:.2f} us/node at "
-              f"{points[0].nodes} nodes, {last * 1e6:.2f} at {points[-1].nodes} = "
-              f"{last / first:.2f}x (the caches' share: linear work that slows per node as the "
-              "graph outgrows them)")
+        ends = (BLOCKS[0], BLOCKS[-1])
+        phase_cpu = {b: [phase_times(sizes[b][0], tmp / f"cpu_{b}_{i}", cpu=True)
+                         for i in range(args.runs)] for b in ends}
+        small, large = (points[0].nodes, points[-1].nodes)
+        print(f"  CPU per node by phase, {small} -> {large} nodes (least of {args.runs}): " + ", ".join(
+            f"{key} {_least(phase_cpu[ends[0]], key) / small * 1e6:.1f} -> "
+            f"{_least(phase_cpu[ends[1]], key) / large * 1e6:.1f} us "
+            f"({_least(phase_cpu[ends[1]], key) / large / (_least(phase_cpu[ends[0]], key) / small):.2f}x)"
+            for key in phase_cpu[ends[0]][0] if key != "imports"))
+        walks = {b: [_walk(sizes[b][0]) for _ in range(args.runs)] for b in ends}
+        for kind, i in (("the loaded onnx-ir graph", 0), ("onnx's protobuf messages", 1)):
+            first, last = (min(w[i] for w in walks[b]) for b in ends)
+            print(f"  a bare walk over {kind}: {first * 1e6:.2f} us/node at {small} nodes, "
+                  f"{last * 1e6:.2f} at {large} = {last / first:.2f}x")
+        print("  (linear work that slows per node as the graph outgrows the CPU caches; the "
+              "protobuf keeps its growth small but costs more per node touched)")
         path, nodes = sizes[WHOLE_PROCESS_BLOCKS]
         translate = [sys.executable, "-m", "qdqkit", "translate", "-i", str(path), "-o",
                      str(tmp / "whole")]
         load_save = [sys.executable, "-c", "import onnx, sys; "
                      "onnx.save(onnx.load(sys.argv[1]), sys.argv[2])", str(path),
                      str(tmp / "whole.onnx")]
-        timed = [whole_process(translate) for _ in range(args.runs)]
-        timed_base = [whole_process(load_save) for _ in range(args.runs)]
+        env = installed_env(tmp / "pycache")
+        first_run = whole_process(translate, env)[0]  # writes the bytecode, as an install does
+        whole_process(load_save, env)
+        timed = [whole_process(translate, env) for _ in range(args.runs)]
+        timed_base = [whole_process(load_save, env) for _ in range(args.runs)]
         whole, whole_cpu = (statistics.median(t[i] for t in timed) for i in (0, 1))
         whole_base = statistics.median(t[0] for t in timed_base)
         imports = median(runs[WHOLE_PROCESS_BLOCKS], "import_seconds")
@@ -295,7 +341,8 @@ def main() -> int:
               f"CPU (goal {WHOLE_PROCESS_GOAL_S} s, about the reference's {REFERENCE_SECONDS:.0f} s / "
               f"100: {met}; {REFERENCE_SECONDS / whole:.0f}x faster than the reference; imports "
               f"{imports:.2f} s) vs python + onnx load+save {whole_base:.2f} s = "
-              f"{whole / whole_base:.2f}x")
+              f"{whole / whole_base:.2f}x; bytecode kept as an install keeps it (the first run, "
+              f"compiling it: {first_run:.2f} s)")
         phases = [phase_times(path, tmp / f"phases_{i}") for i in range(args.runs)]
         print("  where it goes (median): " + ", ".join(
             f"{key} {median(phases, key):.2f} s" for key in phases[0]

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 
 import onnx_ir as ir
 
-from qdqkit.core.qdq import is_dequantize, is_quantize
+from qdqkit.core.read_through import read_through_qdq
 from qdqkit.core.shapes import ValueTypes, apply_input_shapes
 from qdqkit.trt.cost_model import LatencyComparison, as_float_build, estimate_latency
 from qdqkit.trt.engine import EngineGraph, Precision
@@ -54,8 +54,7 @@ def float_build(model: ir.Model, trt: str, precision: Precision = Precision.FP16
     builds as it is, FP32 layers it keeps against overflow included, since the same network
     deployed without Q/DQ keeps them too (their cost is QDQ503's, not INT8's).
     """
-    stripped = model.clone()
-    _remove_qdq_pairs(stripped.graph)
+    stripped = read_through_qdq(model)
     engine = run_prediction(stripped, trt=trt, target=target, types=types).engine
     if trt == "11" and _typed_as(stripped, precision):
         return engine
@@ -68,25 +67,6 @@ def _typed_as(model: ir.Model, precision: Precision) -> bool:
         precision)
     return wanted is not None and any(
         value.dtype == wanted for node in model.graph for value in node.outputs)
-
-
-def _remove_qdq_pairs(graph: ir.Graph) -> None:
-    """Every reader of ``Q -> DQ`` reads the Q's float input instead; the pairs are dropped.
-
-    Only the engine's shape and float layers matter here, not the scales, so this accepts every
-    Q/DQ spelling (per-channel activations included) that a translation would refuse.
-    """
-    for dq in [node for node in graph if is_dequantize(node)]:
-        q = dq.inputs[0].producer() if dq.inputs and dq.inputs[0] is not None else None
-        out = dq.outputs[0]
-        if q is None or not is_quantize(q) or q.inputs[0] is None or out.is_graph_output():
-            continue
-        ir.convenience.replace_all_uses_with(out, q.inputs[0])
-    for node in reversed(list(graph)):
-        if (is_dequantize(node) or is_quantize(node)) and not any(
-            o.uses() or o.is_graph_output() for o in node.outputs
-        ):
-            graph.remove(node, safe=True)
 
 
 def compare_latency(model: ir.Model, engine: EngineGraph, trt: str, gpu: Gpu,
